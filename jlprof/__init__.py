@@ -1,0 +1,30 @@
+"""jlprof: DLProf-style deep-learning profiling of Nsight Systems traces.
+
+``jlprof.load(path)`` works in a plain script; ``%load_ext jlprof`` adds the notebook magics.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from jlprof.engine.profile import Profile
+
+
+def load(path: str, **options: Any) -> Profile:
+    """Read an nsys export (``.sqlite``, ``.nsys-rep``, ``.qdrep``) or a jlprof database."""
+    from jlprof.engine.profile import load as _load
+
+    return _load(path, **options)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%%dlprof``/``%dlprof``; imported lazily so scripts never pay for IPython."""
+    from jlprof.magics import register
+
+    register(ipython)
+
+
+__all__ = ["__version__", "load", "load_ipython_extension"]
