@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-GLOBAL_PID_MASK = 0xFFFFFFFFFF000000
+GLOBAL_PID_MASK = -(1 << 24)  # 0xFFFFFFFFFF000000 as a signed int64, for numpy
 
 GPU_COLUMNS = [
     "kind", "start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid",

@@ -1,0 +1,358 @@
+"""Correlation: GPU work -> CUDA API call -> NVTX op instance (DESIGN.md rules 1-4).
+
+Output is a :class:`Correlated` with explicit index columns (``-1`` = none):
+
+=========  ===========================================================================
+frame      correlation columns
+=========  ===========================================================================
+``inst``   one row per op instance: NVTX ranges, then synthetic ``unassociated_*`` ones;
+           ``op`` (row of ``ops``), ``parent`` (row of ``inst``), ``path`` (row of ``paths``),
+           ``cpu_ns`` (range duration, or the share of an API call for synthetic ones)
+``api``    ``inst``: innermost enclosing push/pop range on the same thread, else the
+           synthetic instance it created
+``gpu``    ``api``: launching call (same correlationId **and** process); ``inst``: op instance
+           (the call's, else a synthetic one); ``api_share_ns``: the call's time split over
+           the work it launched (graph launches share one call)
+=========  ===========================================================================
+
+Everything is sort + searchsorted; the only Python loops run over nesting depth and
+NVTX domains, never over events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine import schema
+from jlprof.engine.ops import parse_texts, unassociated_name
+from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
+from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
+
+NONE = -1
+MAX_PATH_CHARS = 1024
+
+
+@dataclass
+class Correlated:
+    """Correlated frames; see the module docstring for the index columns."""
+
+    trace: Trace
+    inst: pd.DataFrame
+    ops: pd.DataFrame
+    paths: pd.DataFrame
+    api: pd.DataFrame
+    gpu: pd.DataFrame
+    t_first_ns: int
+    t_last_ns: int
+
+
+class _Keys:
+    """Composite (lane, time) keys as one sortable int64, so searchsorted works per lane."""
+
+    def __init__(self, nlanes: int, *times: np.ndarray) -> None:
+        allt = [t for t in times if len(t)]
+        self.t0 = int(min(t.min() for t in allt)) if allt else 0
+        t1 = int(max(t.max() for t in allt)) if allt else 0
+        self.span = t1 - self.t0 + 2
+        if (nlanes + 1) * self.span >= 2**62:  # pragma: no cover - sessions of months
+            raise OverflowError("time span too large for composite keys")
+
+    def __call__(self, lane: np.ndarray, t: np.ndarray) -> np.ndarray:
+        rel = np.clip(np.asarray(t, np.int64) - self.t0, -1, self.span - 2) + 1
+        return np.asarray(lane, np.int64) * self.span + rel
+
+
+def _nest(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Parent (innermost containing range in the same lane) of every range; -1 for roots."""
+    n = len(lane)
+    parent = np.full(n, NONE, dtype=np.int64)
+    if n == 0:
+        return parent
+    order = np.lexsort((-end, start, lane))
+    L, S, E = lane[order], start[order], end[order]
+    keys = _Keys(int(lane.max()) + 1, start, end)
+    skey = keys(L, S)
+    ekey = np.sort(keys(lane, end))
+    pos = np.arange(n)
+    lane_first = np.searchsorted(skey, keys(L, np.full(n, keys.t0 - 1)), side="left")
+    rank = pos - lane_first
+    ended = np.searchsorted(ekey, skey, side="right") - np.searchsorted(
+        ekey, keys(L, np.full(n, keys.t0 - 1)), side="left"
+    )
+    depth = np.maximum(rank - ended, 0)
+    # parent = the last earlier range of the same lane one level up
+    code = L * (int(depth.max()) + 2) + depth
+    pkey = code * (n + 1) + pos
+    qkey = (L * (int(depth.max()) + 2) + depth - 1) * (n + 1) + pos
+    psort = np.argsort(pkey, kind="stable")
+    hit = np.searchsorted(pkey[psort], qkey, side="left") - 1
+    ok = (depth > 0) & (hit >= 0)
+    cand = np.full(n, NONE, dtype=np.int64)
+    cand[ok] = psort[hit[ok]]
+    ok &= (code[np.maximum(cand, 0)] == code - 1) & (cand >= 0)
+    cand[~ok] = NONE
+    # validate containment; climb where nesting was improper (overlapping ranges)
+    for _ in range(int(depth.max()) + 1):
+        bad = (cand >= 0) & ~((S[np.maximum(cand, 0)] <= S) & (E[np.maximum(cand, 0)] >= E))
+        if not bad.any():
+            break
+        cand[bad] = cand[cand[bad]]
+    parent[order] = np.where(cand >= 0, order[np.maximum(cand, 0)], NONE)
+    return parent
+
+
+def _innermost(
+    lane: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    parent: np.ndarray,
+    q_lane: np.ndarray,
+    q_start: np.ndarray,
+    q_end: np.ndarray,
+) -> np.ndarray:
+    """Innermost range of lane ``q_lane`` containing each query interval; -1 when none."""
+    out = np.full(len(q_lane), NONE, dtype=np.int64)
+    if len(lane) == 0 or len(q_lane) == 0:
+        return out
+    order = np.lexsort((-end, start, lane))
+    keys = _Keys(int(max(lane.max(), q_lane.max())) + 1, start, end, q_start, q_end)
+    skey = keys(lane[order], start[order])
+    valid = q_lane >= 0
+    pos = np.searchsorted(skey, keys(np.maximum(q_lane, 0), q_start), side="right") - 1
+    cand = np.where(valid & (pos >= 0), order[np.maximum(pos, 0)], NONE)
+    cand[(cand >= 0) & (lane[np.maximum(cand, 0)] != q_lane)] = NONE
+    while True:
+        c = np.maximum(cand, 0)
+        bad = (cand >= 0) & (end[c] < q_end)
+        if not bad.any():
+            break
+        cand[bad] = parent[cand[bad]]
+    return cand
+
+
+def _paths(
+    op: np.ndarray, op_names: np.ndarray, op_abs: np.ndarray, parent: np.ndarray
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Hierarchy path code per instance and the path table (parent, name, path, depth).
+
+    A ``/``-scoped op name is absolute; otherwise the path is the parent's path plus the
+    name. Work runs level by level on unique (parent path, op) pairs, so deep nesting
+    (pyprof traces nest >1000 levels) and millions of instances both stay cheap.
+    """
+    n = len(parent)
+    code = np.full(n, NONE, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    cur = parent.copy()
+    while (cur >= 0).any():
+        m = cur >= 0
+        depth[m] += 1
+        cur[m] = parent[cur[m]]
+    keys: dict[tuple[int, str], int] = {}
+    t_parent: list[int] = []
+    t_name: list[str] = []
+    t_path: list[str] = []
+
+    def intern(par: int, name: str) -> int:
+        k = keys.get((par, name))
+        if k is None:
+            k = keys[(par, name)] = len(t_path)
+            path = (t_path[par] if par >= 0 else "") + "/" + name
+            if len(path) > MAX_PATH_CHARS:  # pyprof traces nest 1000+ levels of 1 kB texts
+                path = "…" + path[-(MAX_PATH_CHARS - 1) :]
+            t_parent.append(par)
+            t_name.append(name)
+            t_path.append(path)
+        return k
+
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2 if n else 0))
+    nops = len(op_names) + 1
+    for d in range(len(bounds) - 1):
+        rows = order[bounds[d] : bounds[d + 1]]
+        par = np.where(parent[rows] >= 0, code[np.maximum(parent[rows], 0)], NONE)
+        pair = (par + 1) * nops + op[rows]
+        uniq, inv = np.unique(pair, return_inverse=True)
+        codes = np.empty(len(uniq), dtype=np.int64)
+        for i, u in enumerate(uniq.tolist()):  # unique pairs only
+            p, o = divmod(u, nops)
+            if op_abs[o]:  # absolute '/'-scoped name: one node per level of its path
+                k = NONE
+                for part in str(op_abs[o]).strip("/").split("/"):
+                    k = intern(k, part)
+                codes[i] = k
+            else:
+                codes[i] = intern(p - 1, str(op_names[o]).replace("/", "|"))
+        code[rows] = codes[inv]
+    table = pd.DataFrame({"parent": np.asarray(t_parent, dtype=np.int64),
+                          "name": pd.Series(t_name, dtype=object),
+                          "path": pd.Series(t_path, dtype=object)})  # fmt: skip
+    depth_of = np.zeros(len(t_parent), dtype=np.int64)
+    par_arr = table["parent"].to_numpy()
+    for i in range(len(t_parent)):  # parents are always interned before children
+        depth_of[i] = depth_of[par_arr[i]] + 1 if par_arr[i] >= 0 else 0
+    table["depth"] = depth_of
+    return code, table
+
+
+def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
+    """Tie GPU work to API calls to NVTX ranges; see the module docstring for the result."""
+    nv = trace.nvtx
+    if domains:
+        keep = nv["domain"].astype(str).isin(domains).to_numpy()
+        nv = nv.loc[keep].reset_index(drop=True)
+    api = trace.api.copy()
+    gpu = trace.gpu.copy()
+
+    # ---- ranges: lanes (thread x domain) and nesting; start/end ranges ended elsewhere are roots
+    r_start = nv["start_ns"].to_numpy(np.int64)
+    r_end = nv["end_ns"].to_numpy(np.int64)
+    r_tid = nv["global_tid"].to_numpy(np.int64)
+    etid = nv["end_global_tid"].to_numpy(np.int64)
+    nestable = (etid < 0) | (etid == r_tid)
+    dom_code = nv["domain"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    lane_id, lane_uniq = pd.factorize(pd.MultiIndex.from_arrays([r_tid, dom_code]))
+    lane = np.where(nestable, lane_id, NONE).astype(np.int64)
+    r_parent = np.full(len(nv), NONE, dtype=np.int64)
+    nest_rows = np.flatnonzero(nestable)
+    if len(nest_rows):
+        p = _nest(lane[nest_rows], r_start[nest_rows], r_end[nest_rows])
+        r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
+
+    # ---- API call -> innermost range on its thread (latest-starting across domains)
+    a_start = api["start_ns"].to_numpy(np.int64)
+    a_end = api["end_ns"].to_numpy(np.int64)
+    a_tid = api["global_tid"].to_numpy(np.int64)
+    a_inst = np.full(len(api), NONE, dtype=np.int64)
+    if len(nest_rows) and len(api):
+        lanes = pd.DataFrame({"tid": lane_uniq.get_level_values(0),
+                              "dom": lane_uniq.get_level_values(1)})  # fmt: skip
+        for d in np.unique(lanes["dom"].to_numpy()):
+            sel = lanes.index[lanes["dom"] == d]
+            idx = pd.Index(lanes.loc[sel, "tid"].to_numpy())
+            hit = idx.get_indexer(a_tid)
+            q_lane = np.where(hit >= 0, sel.to_numpy()[np.maximum(hit, 0)], NONE)
+            c = _innermost(lane[nest_rows], r_start[nest_rows], r_end[nest_rows],
+                           _local_parent(r_parent, nest_rows), q_lane, a_start, a_end)  # fmt: skip
+            c = np.where(c >= 0, nest_rows[np.maximum(c, 0)], NONE)
+            better = (c >= 0) & ((a_inst < 0) | (r_start[np.maximum(c, 0)] >
+                                                 r_start[np.maximum(a_inst, 0)]))  # fmt: skip
+            a_inst[better] = c[better]
+
+    # ---- GPU work -> API call: same correlationId in the same process
+    g_api = np.full(len(gpu), NONE, dtype=np.int64)
+    if len(gpu) and len(api):
+        a_pid = a_tid & GLOBAL_PID_MASK
+        g_pid = gpu["global_pid"].to_numpy(np.int64) & GLOBAL_PID_MASK
+        pid_codes, _ = pd.factorize(np.concatenate([a_pid, g_pid]))
+        corr_a = api["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
+        corr_g = gpu["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
+        ka = pid_codes[: len(api)].astype(np.int64) << 40 | corr_a
+        kg = pid_codes[len(api) :].astype(np.int64) << 40 | corr_g
+        asort = np.argsort(ka, kind="stable")
+        pos = np.clip(np.searchsorted(ka[asort], kg), 0, len(ka) - 1)
+        found = (ka[asort][pos] == kg) & (gpu["correlation_id"].to_numpy() >= 0)
+        g_api[found] = asort[pos[found]]
+
+    # ---- synthetic unassociated instances
+    n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
+    a_dur = a_end - a_start
+    share = np.where(g_api >= 0, a_dur[np.maximum(g_api, 0)] /
+                     np.maximum(n_work[np.maximum(g_api, 0)], 1), 0)  # fmt: skip
+    g_inst = np.where(g_api >= 0, a_inst[np.maximum(g_api, 0)], NONE)
+    un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
+    un_gpu = np.flatnonzero(g_inst < 0)
+
+    n_r = len(nv)
+    a_inst[un_api] = n_r + np.arange(len(un_api))
+    g_inst[un_gpu] = n_r + len(un_api) + np.arange(len(un_gpu))
+    # API calls that launched unassociated work point at that work's first synthetic instance
+    launched_un = g_api[un_gpu]
+    has = launched_un >= 0
+    a_inst[launched_un[has][::-1]] = g_inst[un_gpu][has][::-1]
+
+    # instance times: the launching call (CPU side) when known, else the GPU work itself
+    ug_api = g_api[un_gpu]
+    ug_has = ug_api >= 0
+    g_start = gpu["start_ns"].to_numpy(np.int64)
+    g_end = gpu["end_ns"].to_numpy(np.int64)
+    u_start = np.where(ug_has, a_start[np.maximum(ug_api, 0)], g_start[un_gpu])
+    u_end = np.where(ug_has, a_end[np.maximum(ug_api, 0)], g_end[un_gpu])
+
+    # ---- op identity: parse unique texts, then synthetic names
+    text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
+    parsed = parse_texts(list(text_cats))
+    api_names = api["name"].astype(object).to_numpy() if len(api) else np.zeros(0, object)
+    gpu_names = gpu["name"].astype(object).to_numpy() if len(gpu) else np.zeros(0, object)
+    un_names = np.concatenate([api_names[un_api], gpu_names[un_gpu]]).astype(str)
+    op_frames = [parsed[["op_name", "op_type", "direction", "op_id"]]]
+    un_uniq, un_inv = np.unique(un_names, return_inverse=True)
+    op_frames.append(pd.DataFrame({
+        "op_name": [unassociated_name(s) for s in un_uniq], "op_type": un_uniq,
+        "direction": "", "op_id": [unassociated_name(s) for s in un_uniq],
+    }))  # fmt: skip
+    all_ops = pd.concat(op_frames, ignore_index=True)
+    op_code, ops_uniq = pd.factorize(
+        pd.MultiIndex.from_frame(all_ops[["op_name", "op_type", "direction", "op_id"]])
+    )
+    ops = pd.DataFrame(list(ops_uniq), columns=["op_name", "op_type", "direction", "op_id"])
+    if not len(ops):
+        ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
+    ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
+    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    inst_op = np.concatenate([op_code[: len(parsed)][text_code],
+                              op_code[len(parsed):][un_inv]]).astype(np.int64)  # fmt: skip
+
+    n_inst = n_r + len(un_api) + len(un_gpu)
+    inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
+    op_abs = np.full(len(ops), "", dtype=object)
+    op_abs[op_code[: len(parsed)]] = parsed["abs_path"].to_numpy(object)
+    path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
+
+    cpu_ns = np.concatenate([
+        r_end - r_start, a_dur[un_api], np.where(ug_has, share[un_gpu], 0).astype(np.int64),
+    ]).astype(np.int64)  # fmt: skip
+    tid = np.concatenate([r_tid, a_tid[un_api],
+                          np.where(ug_has, a_tid[np.maximum(ug_api, 0)], -1)])  # fmt: skip
+    inst = pd.DataFrame({
+        "start_ns": np.concatenate([r_start, a_start[un_api], u_start]),
+        "end_ns": np.concatenate([r_end, a_end[un_api], u_end]),
+        "cpu_ns": cpu_ns,
+        "global_tid": tid,
+        "op": inst_op,
+        "parent": inst_parent,
+        "path": path_code,
+        "synthetic": np.arange(n_inst) >= n_r,
+        "event_type": np.concatenate([nv["event_type"].to_numpy(np.int64),
+                                      np.zeros(n_inst - n_r, np.int64)]),
+    })  # fmt: skip
+
+    api["inst"] = a_inst
+    api["global_pid"] = a_tid & GLOBAL_PID_MASK
+    gpu["api"] = g_api
+    gpu["inst"] = g_inst
+    gpu["api_share_ns"] = share.astype(np.int64)
+    is_kernel = (gpu["kind"] == "kernel").to_numpy()
+    gpu["uses_tc"] = is_kernel & kernel_uses_tc(gpu["name"]) if len(gpu) else np.zeros(0, bool)
+    gpu["is_memory"] = ~is_kernel
+
+    times = [a for a in (r_start, r_end, a_start, a_end, g_start, g_end) if len(a)]
+    if trace.osrt is not None and len(trace.osrt):
+        times += [trace.osrt["start_ns"].to_numpy(), trace.osrt["end_ns"].to_numpy()]
+    t_first = int(min(a.min() for a in times)) if times else 0
+    t_last = int(max(a.max() for a in times)) if times else 0
+    return Correlated(trace=trace, inst=inst, ops=ops, paths=paths, api=api, gpu=gpu,
+                      t_first_ns=t_first, t_last_ns=t_last)  # fmt: skip
+
+
+def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Parents re-indexed into the ``rows`` subset (parents are always nestable rows)."""
+    pos = np.full(len(r_parent), NONE, dtype=np.int64)
+    pos[rows] = np.arange(len(rows))
+    p = r_parent[rows]
+    return np.where(p >= 0, pos[np.maximum(p, 0)], NONE)
+
+
+__all__ = ["NONE", "Correlated", "correlate", "schema"]

@@ -1,0 +1,387 @@
+"""Read an nsys SQLite export into a normalised :class:`~jlprof.engine.trace.Trace`.
+
+Reading is the slowest stage, so event tables go through connectorx (SQLite -> Arrow in
+Rust) when it is installed and through ``sqlite3`` otherwise; both give the same frames.
+Columns are selected by name (see ``schema``) and strings are resolved once through
+``StringIds`` into categoricals.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine import schema
+from jlprof.engine.trace import (
+    API_COLUMNS,
+    GLOBAL_PID_MASK,
+    GPU_COLUMNS,
+    GPU_INFO_COLUMNS,
+    MARK_COLUMNS,
+    NVTX_COLUMNS,
+    OSRT_COLUMNS,
+    Trace,
+    empty_frame,
+)
+from jlprof.errors import InputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+IO_CALLS = ("fread", "fwrite", "read", "write", "pread", "pwrite", "pread64", "pwrite64",
+            "readv", "writev", "preadv", "pwritev", "fgets", "fputs", "getc", "putc")  # fmt: skip
+_IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
+
+Progress = Callable[[str], None]
+
+
+class StringTable:
+    """``StringIds`` as arrays, so id columns turn into categoricals without Python loops."""
+
+    def __init__(self, ids: np.ndarray, values: np.ndarray) -> None:
+        order = np.argsort(ids, kind="stable")
+        self.ids = ids[order].astype(np.int64)
+        self.values = values[order]
+
+    def lookup(self, ids: np.ndarray, default: str = "") -> np.ndarray:
+        """Strings for integer ids (``default`` for -1/unknown ids), as an object array."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if len(self.ids) == 0:
+            return np.full(len(ids), default, dtype=object)
+        pos = np.clip(np.searchsorted(self.ids, ids), 0, len(self.ids) - 1)
+        found = self.ids[pos] == ids
+        out = self.values[pos].astype(object)
+        out[~found] = default
+        return out
+
+    def categorical(self, ids: np.ndarray, default: str = "") -> pd.Categorical:
+        """Like :meth:`lookup` but factorising the few unique ids first (fast for 1M rows)."""
+        uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+        names = self.lookup(uniq, default)
+        cats, codes = np.unique(names.astype(str), return_inverse=True)
+        return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(cats, dtype=object))
+
+
+def check_database(path: Path) -> None:
+    """Fail early, in one line, when ``path`` cannot be an nsys SQLite export."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file. Check the path given to --database.")
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; give the .sqlite or .nsys-rep file inside it.")
+    with path.open("rb") as fh:
+        head = fh.read(16)
+    if len(head) == 0:
+        raise InputError(f"{path} is empty (0 bytes): the profile was not written. Re-run nsys.")
+    if head != SQLITE_MAGIC:
+        raise InputError(
+            f"{path} is not a SQLite database. Export it first "
+            "(`nsys export --type sqlite FILE.nsys-rep`) or pass the .nsys-rep to jlprof."
+        )
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")  # invalid UTF-8 seen in 2022.1
+    return conn
+
+
+class _Fetcher:
+    """Runs SELECTs on the export: connectorx when available, ``sqlite3`` otherwise."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, use_connectorx: bool | None) -> None:
+        self.conn = conn
+        self.path = path
+        self.cx = None
+        if use_connectorx is not False:
+            try:
+                import connectorx
+
+                self.cx = connectorx
+            except ImportError:
+                if use_connectorx:
+                    raise InputError("connectorx is not installed: pip install 'jlprof[fast]'")
+
+    def frame(self, sql: str, names: list[str]) -> pd.DataFrame:
+        if self.cx is not None:
+            try:
+                tbl = self.cx.read_sql(f"sqlite://{self.path.resolve()}", sql, return_type="arrow")
+                df = tbl.to_pandas()
+                df.columns = names
+                return df
+            except Exception:  # odd text encodings or types: the portable path still works
+                self.cx = None
+        cur = self.conn.execute(sql)
+        rows = cur.fetchall()
+        if not rows:
+            return pd.DataFrame({n: pd.Series([], dtype="int64") for n in names})
+        return pd.DataFrame.from_records(rows, columns=names)
+
+
+def _int(df: pd.DataFrame, col: str) -> np.ndarray:
+    return df[col].to_numpy(dtype=np.int64, na_value=-1)
+
+
+def _sel(avail: list[str], name: str, default: str = "0", *alts: str) -> str:
+    """SQL for a column that may be missing or NULL in some nsys versions."""
+    col = schema.pick(avail, name, *alts)
+    return f"coalesce({col}, {default})" if col else default
+
+
+def _read_strings(conn: sqlite3.Connection) -> StringTable:
+    rows = conn.execute("SELECT id, value FROM StringIds").fetchall()
+    if not rows:
+        return StringTable(np.zeros(0, np.int64), np.zeros(0, object))
+    ids, values = zip(*rows, strict=True)
+    return StringTable(np.asarray(ids, np.int64), np.asarray(values, dtype=object))
+
+
+def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
+    parts = []
+    kt = "CUPTI_ACTIVITY_KIND_KERNEL"
+    if kt in tabs:
+        a = schema.columns(f.conn, kt)
+        short = schema.pick(a, "shortName")
+        demangled = schema.pick(a, "demangledName")
+        name_sql = f"coalesce({short or 'NULL'}, {demangled or 'NULL'}, -1)"
+        long_sql = f"coalesce({demangled or 'NULL'}, {short or 'NULL'}, -1)"
+        sql = (
+            f"SELECT start, end, {_sel(a, 'deviceId')}, {_sel(a, 'streamId')}, "
+            f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {name_sql}, {long_sql}, "
+            + ", ".join(
+                _sel(a, c, "0") for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+            )  # fmt: skip
+            + f", {_sel(a, 'graphNodeId')} FROM {kt}"
+        )
+        names = ["start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid",
+                 "name_id", "long_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                 "block_z", "graph_node_id"]  # fmt: skip
+        df = f.frame(sql, names)
+        if len(df):
+            df["name"] = strings.categorical(_int(df, "name_id"), "<unknown kernel>")
+            df["long_name"] = strings.categorical(_int(df, "long_id"), "<unknown kernel>")
+            df["kind"] = "kernel"
+            df["bytes"] = 0
+            parts.append(df.drop(columns=["name_id", "long_id"]))
+    for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+                        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):  # fmt: skip
+        if table not in tabs:
+            continue
+        a = schema.columns(f.conn, table)
+        kind_sql = _sel(a, "copyKind") if kind == "memcpy" else "-1"
+        sql = (
+            f"SELECT start, end, {_sel(a, 'deviceId')}, {_sel(a, 'streamId')}, "
+            f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {_sel(a, 'bytes')}, "
+            f"{kind_sql}, {_sel(a, 'graphNodeId')} FROM {table}"
+        )
+        names = ["start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid",
+                 "bytes", "copy_kind", "graph_node_id"]  # fmt: skip
+        df = f.frame(sql, names)
+        if not len(df):
+            continue
+        if kind == "memcpy":
+            ck = _int(df, "copy_kind")
+            labels = np.array([schema.MEMCPY_KIND_NAMES.get(int(k), "[CUDA memcpy Unknown]")
+                               for k in np.unique(ck)], dtype=object)  # fmt: skip
+            name = pd.Categorical(labels[np.searchsorted(np.unique(ck), ck)])
+        else:
+            name = pd.Categorical([schema.MEMSET_NAME] * len(df))
+        df["name"] = name
+        df["long_name"] = name
+        df["kind"] = kind
+        for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
+            df[c] = 0
+        parts.append(df.drop(columns=["copy_kind"]))
+    if not parts:
+        return empty_frame(GPU_COLUMNS, ("kind", "name", "long_name"))
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    for c in GPU_COLUMNS:
+        if c in ("kind", "name", "long_name"):
+            out[c] = out[c].astype("category")
+        else:
+            out[c] = out[c].to_numpy(dtype=np.int64, na_value=0)
+    return out[GPU_COLUMNS]
+
+
+def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    if t not in tabs:
+        return empty_frame(API_COLUMNS, ("name",))
+    a = schema.columns(f.conn, t)
+    sql = (
+        f"SELECT start, end, {_sel(a, 'globalTid')}, {_sel(a, 'correlationId', '-1')}, "
+        f"{_sel(a, 'nameId', '-1')}, {_sel(a, 'eventClass')} FROM {t}"
+    )
+    df = f.frame(sql, ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id",
+                       "event_class"])  # fmt: skip
+    ids = _int(df, "name_id")
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    stripped = np.array([schema.strip_api_suffix(s) for s in strings.lookup(uniq, "<unknown api>")],
+                        dtype=object)  # fmt: skip
+    cats, codes = np.unique(stripped.astype(str), return_inverse=True)
+    df["name"] = pd.Categorical.from_codes(codes[inverse], categories=pd.Index(cats, dtype=object))
+    for c in ("start_ns", "end_ns", "global_tid", "correlation_id", "event_class"):
+        df[c] = _int(df, c)
+    return df[API_COLUMNS]
+
+
+def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.DataFrame, ...]:
+    t = "NVTX_EVENTS"
+    if t not in tabs:
+        return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
+            MARK_COLUMNS, ("domain", "text")
+        )
+    a = schema.columns(f.conn, t)
+    types = (*schema.NVTX_RANGE_TYPES, schema.NVTX_MARK, schema.NVTX_DOMAIN_CREATE)
+    sql = (
+        f"SELECT start, coalesce(end, -1), {_sel(a, 'globalTid')}, {_sel(a, 'endGlobalTid', '-1')}, "
+        f"eventType, {_sel(a, 'domainId')}, {_sel(a, 'textId', '-1')}, "
+        f"{'text' if 'text' in a else 'NULL'}, "
+        f"{_sel(a, 'int64Value', '0')}, {_sel(a, 'doubleValue', '0.0')} "
+        f"FROM {t} WHERE eventType IN ({','.join(str(x) for x in types)})"
+    )
+    names = ["start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain_id",
+             "text_id", "text_inline", "int64_value", "double_value"]  # fmt: skip
+    df = f.frame(sql, names)
+    if not len(df):
+        return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
+            MARK_COLUMNS, ("domain", "text")
+        )
+    for c in ("start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain_id",
+              "text_id"):  # fmt: skip
+        df[c] = _int(df, c)
+    # text = coalesce(StringIds[textId], text), exactly as nsys stats resolves it
+    inline = df["text_inline"].to_numpy(dtype=object, na_value="")
+    tid = df["text_id"].to_numpy()
+    has_id = tid >= 0
+    if has_id.any():
+        inline = inline.copy()
+        inline[has_id] = strings.lookup(tid[has_id])
+    df["text"] = inline
+    # domains: eventType-75 rows, matched on domainId AND process
+    proc = (df["global_tid"].to_numpy() & 0x0000FFFFFF000000) >> 24
+    df["proc"] = proc
+    is_dom = df["event_type"].to_numpy() == schema.NVTX_DOMAIN_CREATE
+    doms = df.loc[is_dom, ["domain_id", "proc", "text"]].drop_duplicates(["domain_id", "proc"])
+    doms = doms.rename(columns={"text": "domain"})
+    ev = df.loc[~is_dom]
+    if len(doms):
+        ev = ev.merge(doms, on=["domain_id", "proc"], how="left")
+        ev["domain"] = ev["domain"].fillna("")
+    else:
+        ev = ev.assign(domain="")
+    is_range = ev["event_type"].isin(schema.NVTX_RANGE_TYPES).to_numpy()
+    rng = ev.loc[is_range].copy()
+    last = int(max(df["start_ns"].max(), df["end_ns"].max()))
+    rng.loc[rng["end_ns"] < 0, "end_ns"] = last  # open ranges closed at the last NVTX time
+    rng["domain"] = rng["domain"].astype("category")
+    rng["text"] = rng["text"].astype("category")
+    marks = ev.loc[ev["event_type"].to_numpy() == schema.NVTX_MARK].copy()
+    marks = marks.rename(columns={"start_ns": "ts_ns"})
+    marks["domain"] = marks["domain"].astype("category")
+    marks["text"] = marks["text"].astype("category")
+    return (
+        rng[NVTX_COLUMNS].reset_index(drop=True),
+        marks[MARK_COLUMNS].reset_index(drop=True),
+    )
+
+
+def _read_osrt(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
+    """Only the file I/O calls of OSRT_API: the rest can be millions of rows we never use."""
+    t = "OSRT_API"
+    if t not in tabs or len(strings.ids) == 0:
+        return empty_frame(OSRT_COLUMNS, ("name",))
+    io_ids = [int(i) for i, v in zip(strings.ids, strings.values, strict=True)
+              if isinstance(v, str) and _IO_NAME.match(v)]  # fmt: skip
+    if not io_ids:
+        return empty_frame(OSRT_COLUMNS, ("name",))
+    marks = ",".join("?" * len(io_ids))
+    rows = f.conn.execute(
+        f"SELECT start, end, globalTid, nameId FROM {t} WHERE nameId IN ({marks})", io_ids
+    ).fetchall()
+    if not rows:
+        return empty_frame(OSRT_COLUMNS, ("name",))
+    df = pd.DataFrame.from_records(rows, columns=["start_ns", "end_ns", "global_tid", "name_id"])
+    df["name"] = strings.categorical(df["name_id"].to_numpy())
+    return df[OSRT_COLUMNS]
+
+
+def _read_gpus(conn: sqlite3.Connection, tabs: set[str]) -> pd.DataFrame:
+    t = "TARGET_INFO_GPU"
+    if t not in tabs:
+        return empty_frame(GPU_INFO_COLUMNS, ())
+    a = schema.columns(conn, t)
+    sql = (
+        f"SELECT id, {_sel(a, 'cuDevice', 'id')}, coalesce(name, ''), {_sel(a, 'smCount', '-1')}, "
+        f"{_sel(a, 'computeMajor', '-1')}, {_sel(a, 'computeMinor', '-1')} FROM {t} ORDER BY id"
+    )
+    df = pd.DataFrame.from_records(conn.execute(sql).fetchall(), columns=GPU_INFO_COLUMNS)
+    df = df.drop_duplicates("gpu_id")
+    if "TARGET_INFO_CUDA_DEVICE" in tabs:
+        # 2025.1+: which GPUs the profiled processes could see, and their CUDA ordinals
+        seen = conn.execute("SELECT DISTINCT gpuId, cudaId FROM TARGET_INFO_CUDA_DEVICE").fetchall()
+        if seen:
+            m = dict(seen)
+            df = df[df["gpu_id"].isin(m)].copy()
+            df["cu_device"] = df["gpu_id"].map(m)
+    return df.reset_index(drop=True)
+
+
+def _read_meta(conn: sqlite3.Connection, tabs: set[str]) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for t in (*schema.META_TABLES, "TARGET_INFO_SYSTEM_ENV"):
+        if t in tabs and {"name", "value"} <= set(schema.columns(conn, t)):
+            for name, value in conn.execute(f"SELECT name, value FROM {t}"):
+                meta.setdefault(str(name), "" if value is None else str(value))
+    return meta
+
+
+def read_trace(
+    path: str | Path,
+    *,
+    use_connectorx: bool | None = None,
+    progress: Progress | None = None,
+) -> Trace:
+    """Read every table the engine needs from an nsys SQLite export."""
+    path = Path(path)
+    check_database(path)
+    say = progress or (lambda _msg: None)
+    try:
+        conn = _connect(path)
+        tabs = schema.tables(conn)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{path} is not a readable SQLite database ({exc}).") from exc
+    try:
+        if "StringIds" not in tabs or not tabs & set(schema.NSYS_MARKER_TABLES):
+            raise InputError(
+                f"{path} is a SQLite database but not an nsys export (no StringIds/CUPTI/NVTX "
+                "tables). Give the file written by `nsys export --type sqlite`."
+            )
+        f = _Fetcher(path, conn, use_connectorx)
+        strings = _read_strings(conn)
+        say("reading GPU activities")
+        gpu = _read_gpu_work(f, tabs, strings)
+        say("reading CUDA API calls")
+        api = _read_api(f, tabs, strings)
+        say("reading NVTX ranges")
+        nvtx, marks = _read_nvtx(f, tabs, strings)
+        osrt = _read_osrt(f, tabs, strings)
+        gpus = _read_gpus(conn, tabs)
+        meta = _read_meta(conn, tabs)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(
+            f"{path}: the database is damaged or truncated ({exc}). Re-export it from the "
+            ".nsys-rep with `nsys export --type sqlite -f true`."
+        ) from exc
+    finally:
+        conn.close()
+    warnings = []
+    if not len(gpu) and not len(nvtx) and not len(api):
+        warnings.append("the export holds no CUDA, NVTX or API events")
+    return Trace(gpu=gpu, api=api, nvtx=nvtx, marks=marks, osrt=osrt, gpus=gpus, meta=meta,
+                 source=path, warnings=warnings)  # fmt: skip
+
+
+__all__ = ["GLOBAL_PID_MASK", "StringTable", "check_database", "read_trace"]

@@ -1,0 +1,78 @@
+"""Everything that differs between nsys export versions lives here.
+
+Readers ask this module which tables and columns exist and select by name, never by
+position (``greenContextId`` was inserted after ``contextId`` in 2024.2; tables are
+created lazily; metadata moved from ``EXPORT_META_DATA`` to ``META_DATA_EXPORT``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+# Tables that mark a file as an nsys export (any one of them is enough with StringIds).
+NSYS_MARKER_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "TARGET_INFO_GPU",
+    "TARGET_INFO_SYSTEM_ENV",
+    "EXPORT_META_DATA",
+    "META_DATA_EXPORT",
+)
+
+# Metadata tables by exporter version: <= 2023.1 and >= 2024.2.
+META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
+
+NVTX_MARK = 34
+NVTX_PUSH_POP = 59
+NVTX_START_END = 60
+NVTXT_PUSH_POP = 70
+NVTXT_START_END = 71
+NVTX_DOMAIN_CREATE = 75
+NVTX_RANGE_TYPES = (NVTX_PUSH_POP, NVTX_START_END, NVTXT_PUSH_POP, NVTXT_START_END)
+
+# CUPTI copyKind codes (ENUM_CUDA_MEMCPY_OPER, identical 2022.4-2025.1) -> nsys display names.
+MEMCPY_KIND_NAMES = {
+    0: "[CUDA memcpy Unknown]",
+    1: "[CUDA memcpy HtoD]",
+    2: "[CUDA memcpy DtoH]",
+    3: "[CUDA memcpy HtoA]",
+    4: "[CUDA memcpy AtoH]",
+    5: "[CUDA memcpy AtoA]",
+    6: "[CUDA memcpy AtoD]",
+    7: "[CUDA memcpy DtoA]",
+    8: "[CUDA memcpy DtoD]",
+    9: "[CUDA memcpy HtoH]",
+    10: "[CUDA memcpy PtoP]",
+    11: "[CUDA Unified Memory memcpy HtoD]",
+    12: "[CUDA Unified Memory memcpy DtoH]",
+    13: "[CUDA Unified Memory memcpy DtoD]",
+}
+MEMSET_NAME = "[CUDA memset]"
+
+_API_SUFFIX = re.compile(r"_v\d+$")
+
+
+def strip_api_suffix(name: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (as ``nsys stats`` reports it)."""
+    return _API_SUFFIX.sub("", name)
+
+
+def tables(conn: sqlite3.Connection) -> set[str]:
+    """Names of all tables in the export."""
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """Column names of ``table`` in file order (empty when the table is missing)."""
+    # table names come from sqlite_master or our own constants, never from user input
+    return [r[1] for r in conn.execute(f"PRAGMA table_info('{table}')")]
+
+
+def pick(available: list[str], *candidates: str) -> str | None:
+    """The first candidate column that exists, for columns renamed across versions."""
+    for c in candidates:
+        if c in available:
+            return c
+    return None
