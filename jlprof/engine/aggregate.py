@@ -1,0 +1,348 @@
+"""Per-iteration partial aggregates ("the cube") and range queries over them.
+
+Everything a report shows is additive across iterations once split per iteration:
+sums and counts add, minima and maxima combine, and flattened (union) times are
+computed inside each iteration window. So the cube is built once per key node, and a new
+``--iter_start/--iter_stop`` is a small group-by over the cube, never a re-read
+(DESIGN.md: re-aggregation stays in memory).
+
+Attribution (DESIGN.md rule 5): an op instance belongs to the iteration of its NVTX
+start; GPU work follows the API call that launched it; time-based figures (utilisation,
+the duration breakdown) clip intervals to the iteration windows instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine import intervals
+from jlprof.engine.correlate import NONE, Correlated
+from jlprof.engine.iterations import Iterations
+
+DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
+# Priority partition of wall time (guide §10.2 "Summary Report"), highest first.
+CATEGORIES = ("tc", "non_tc", "memory", "dataloader", "io", "cpu")
+
+
+@dataclass
+class InstanceMetrics:
+    """Per op-instance figures that do not depend on the key node."""
+
+    gpu_ns: np.ndarray
+    api_ns: np.ndarray
+    overhead_ns: np.ndarray
+    idle_ns: np.ndarray
+    tc_gpu_ns: np.ndarray
+    kernel_ns: np.ndarray
+    n_gpu: np.ndarray
+
+
+def instance_metrics(c: Correlated) -> InstanceMetrics:
+    """Accumulate GPU/API time onto op instances (exclusive: innermost range only)."""
+    n = len(c.inst)
+    g = c.gpu
+    g_inst = g["inst"].to_numpy(np.int64)
+    g_dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)
+    ok = g_inst >= 0
+    gpu_ns = np.bincount(g_inst[ok], weights=g_dur[ok], minlength=n).astype(np.int64)
+    tc = g["uses_tc"].to_numpy(bool) & ok
+    tc_gpu_ns = np.bincount(g_inst[tc], weights=g_dur[tc], minlength=n).astype(np.int64)
+    kern = ok & ~g["is_memory"].to_numpy(bool)
+    kernel_ns = np.bincount(g_inst[kern], weights=g_dur[kern], minlength=n).astype(np.int64)
+    n_gpu = np.bincount(g_inst[ok], minlength=n).astype(np.int64)
+    synthetic = c.inst["synthetic"].to_numpy(bool)
+    a = c.api
+    a_inst = a["inst"].to_numpy(np.int64)
+    a_dur = (a["end_ns"] - a["start_ns"]).to_numpy(np.int64)
+    # calls that launched unassociated work are counted through that work's share below
+    g_api = g["api"].to_numpy(np.int64)
+    launched_synthetic = np.zeros(len(a), dtype=bool)
+    sg = ok & (g_api >= 0) & synthetic[np.maximum(g_inst, 0)]
+    launched_synthetic[g_api[sg]] = True
+    aok = (a_inst >= 0) & ~launched_synthetic
+    api_ns = np.bincount(a_inst[aok], weights=a_dur[aok], minlength=n)
+    share = g["api_share_ns"].to_numpy(np.int64)
+    api_ns += np.bincount(g_inst[sg], weights=share[sg], minlength=n)
+    api_ns = api_ns.astype(np.int64)
+    cpu = c.inst["cpu_ns"].to_numpy(np.int64)
+    overhead = np.maximum(cpu - api_ns, 0)
+    # GPU idle inside an instance: its GPU span minus the union of its GPU work
+    if ok.any():
+        gi, gs, ge = g_inst[ok], g["start_ns"].to_numpy(np.int64)[ok], g["end_ns"].to_numpy()[ok]
+        union = intervals.union_length(gi, gs, ge, n)
+        first = np.full(n, np.iinfo(np.int64).max)
+        last = np.full(n, np.iinfo(np.int64).min)
+        np.minimum.at(first, gi, gs)
+        np.maximum.at(last, gi, ge)
+        span = np.where(n_gpu > 0, last - first, 0)
+        idle = np.maximum(span - union, 0)
+    else:
+        idle = np.zeros(n, dtype=np.int64)
+    return InstanceMetrics(gpu_ns=gpu_ns, api_ns=api_ns, overhead_ns=overhead, idle_ns=idle,
+                           tc_gpu_ns=tc_gpu_ns, kernel_ns=kernel_ns, n_gpu=n_gpu)  # fmt: skip
+
+
+def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    """count + sum/min/max of each column per integer key (pandas on int keys is fast)."""
+    df = pd.DataFrame({"key": key, **cols})
+    agg = {name: ["sum", "min", "max"] for name in cols}
+    out = df.groupby("key", sort=True).agg(agg)
+    out.columns = [f"{a}_{b}" for a, b in out.columns]
+    out["calls"] = df.groupby("key", sort=True).size()
+    return out
+
+
+@dataclass
+class Cube:
+    """Partial aggregates per iteration for one key node; see the module docstring."""
+
+    iterations: Iterations
+    inst_iter: np.ndarray
+    gpu_iter: np.ndarray
+    op_iter: pd.DataFrame  # index (op, iteration)
+    kernel_iter: pd.DataFrame  # index (kernel, op, iteration)
+    group_iter: pd.DataFrame  # index (group path, iteration)
+    time_iter: pd.DataFrame  # index (lane, iteration): union lengths by category
+
+
+def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
+    """Split every figure by iteration for the given key node."""
+    n_it = it.count
+    inst_iter = it.of(c.inst["start_ns"].to_numpy(np.int64))
+    g = c.gpu
+    g_api = g["api"].to_numpy(np.int64)
+    launch_t = np.where(g_api >= 0, c.api["start_ns"].to_numpy(np.int64)[np.maximum(g_api, 0)]
+                        if len(c.api) else 0, g["start_ns"].to_numpy(np.int64))  # fmt: skip
+    gpu_iter = it.of(launch_t) if len(g) else np.zeros(0, np.int64)
+
+    op = c.inst["op"].to_numpy(np.int64)
+    op_iter = _group_stats(
+        op * n_it + inst_iter,
+        {"cpu": c.inst["cpu_ns"].to_numpy(np.int64), "gpu": m.gpu_ns, "api": m.api_ns,
+         "overhead": m.overhead_ns, "idle": m.idle_ns, "tc_gpu": m.tc_gpu_ns,
+         "kernel": m.kernel_ns, "n_gpu": m.n_gpu},
+    )  # fmt: skip
+    op_iter.index = pd.MultiIndex.from_arrays(
+        [op_iter.index.to_numpy() // n_it, op_iter.index.to_numpy() % n_it],
+        names=["op", "iteration"],
+    )
+
+    kernel_iter = _kernel_iter(c, gpu_iter, n_it)
+    group_iter = _group_iter(c, m, it, inst_iter, gpu_iter)
+    time_iter = _time_iter(c, it)
+    return Cube(iterations=it, inst_iter=inst_iter, gpu_iter=gpu_iter, op_iter=op_iter,
+                kernel_iter=kernel_iter, group_iter=group_iter, time_iter=time_iter)  # fmt: skip
+
+
+def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame:
+    g = c.gpu
+    if len(g) == 0:
+        idx = pd.MultiIndex.from_arrays([[], [], []], names=["kernel", "op", "iteration"])
+        return pd.DataFrame(index=idx, columns=["calls", "gpu_sum", "gpu_min", "gpu_max",
+                                                "api_sum", "api_min", "api_max"], dtype="int64")  # fmt: skip
+    kname = g["name"].cat.codes.to_numpy(np.int64)
+    op = np.where(g["inst"].to_numpy() >= 0,
+                  c.inst["op"].to_numpy(np.int64)[np.maximum(g["inst"].to_numpy(), 0)], NONE)  # fmt: skip
+    n_ops = len(c.ops) + 1
+    key = (kname * n_ops + (op + 1)) * n_it + gpu_iter
+    out = _group_stats(key, {"gpu": (g["end_ns"] - g["start_ns"]).to_numpy(np.int64),
+                             "api": g["api_share_ns"].to_numpy(np.int64)})  # fmt: skip
+    k = out.index.to_numpy()
+    out.index = pd.MultiIndex.from_arrays(
+        [k // n_it // n_ops, k // n_it % n_ops - 1, k % n_it], names=["kernel", "op", "iteration"]
+    )
+    return out
+
+
+def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
+    """(path, group) pairs: every path with each of its ancestors that is a group node.
+
+    Group nodes are the non-leaf nodes of the hierarchy (guide §10.8): paths that are the
+    parent of another path. A path is its own group when it is one.
+    """
+    par = c.paths["parent"].to_numpy(np.int64)
+    is_group = np.zeros(len(par), dtype=bool)
+    is_group[par[par >= 0]] = True
+    src, dst = [], []
+    cur = np.arange(len(par))
+    base = np.arange(len(par))
+    while len(cur):
+        keep = is_group[cur]
+        src.append(base[keep])
+        dst.append(cur[keep])
+        nxt = par[cur]
+        alive = nxt >= 0
+        cur, base = nxt[alive], base[alive]
+    if not src:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
+
+
+def _explode(path_of_row: np.ndarray, src: np.ndarray, dst: np.ndarray):
+    """Rows repeated once per group node above them: (row index, group)."""
+    order = np.argsort(src, kind="stable")
+    s_sorted, d_sorted = src[order], dst[order]
+    lo = np.searchsorted(s_sorted, path_of_row, side="left")
+    hi = np.searchsorted(s_sorted, path_of_row, side="right")
+    cnt = hi - lo
+    rows = np.repeat(np.arange(len(path_of_row)), cnt)
+    offs = np.arange(len(rows)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return rows, d_sorted[np.repeat(lo, cnt) + offs]
+
+
+def _group_iter(
+    c: Correlated, m: InstanceMetrics, it: Iterations, inst_iter: np.ndarray, gpu_iter: np.ndarray
+) -> pd.DataFrame:
+    """Flattened CPU/GPU/API time per (group node, iteration)."""
+    cols = ["calls", "cpu", "gpu", "api", "overhead", "idle", "tc_eligible_ops", "tc_ops"]
+    src, dst = group_edges(c)
+    n_it = it.count
+    if len(src) == 0:
+        idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
+        return pd.DataFrame(index=idx, columns=cols, dtype="int64")
+    inst_path = c.inst["path"].to_numpy(np.int64)
+    r, grp = _explode(inst_path, src, dst)
+    ikey = grp * n_it + inst_iter[r]
+    keys, kinv = np.unique(ikey, return_inverse=True)
+    nk = len(keys)
+    s = c.inst["start_ns"].to_numpy(np.int64)[r]
+    e = c.inst["end_ns"].to_numpy(np.int64)[r]
+    cpu = intervals.union_length(kinv, s, e, nk)
+    calls = np.bincount(kinv, minlength=nk)
+    op = c.inst["op"].to_numpy(np.int64)[r]
+    elig = c.ops["tc_eligible"].to_numpy(bool)[op]
+    uses = (m.tc_gpu_ns > 0)[r]
+    n_elig = np.bincount(kinv, weights=elig, minlength=nk).astype(np.int64)
+    n_tc = np.bincount(kinv, weights=elig & uses, minlength=nk).astype(np.int64)
+    # GPU work and API calls of the subtree, flattened
+    g = c.gpu
+    gi = g["inst"].to_numpy(np.int64)
+    gsel = np.flatnonzero(gi >= 0)
+    gr, ggrp = _explode(inst_path[gi[gsel]], src, dst)
+    gkey = ggrp * n_it + gpu_iter[gsel][gr]
+    gpos = np.searchsorted(keys, gkey)
+    gpos_ok = (gpos < nk) & (keys[np.minimum(gpos, nk - 1)] == gkey)
+    gs = g["start_ns"].to_numpy(np.int64)[gsel][gr][gpos_ok]
+    ge = g["end_ns"].to_numpy(np.int64)[gsel][gr][gpos_ok]
+    gk = gpos[gpos_ok]
+    gpu = intervals.union_length(gk, gs, ge, nk)
+    first = np.full(nk, np.iinfo(np.int64).max)
+    last = np.full(nk, np.iinfo(np.int64).min)
+    np.minimum.at(first, gk, gs)
+    np.maximum.at(last, gk, ge)
+    span = np.where(last > first, last - first, 0)
+    a = c.api
+    ai = a["inst"].to_numpy(np.int64)
+    asel = np.flatnonzero(ai >= 0)
+    ar, agrp = _explode(inst_path[ai[asel]], src, dst)
+    akey = agrp * n_it + inst_iter[ai[asel]][ar]
+    apos = np.searchsorted(keys, akey)
+    aok = (apos < nk) & (keys[np.minimum(apos, nk - 1)] == akey)
+    api = intervals.union_length(apos[aok], a["start_ns"].to_numpy(np.int64)[asel][ar][aok],
+                                 a["end_ns"].to_numpy(np.int64)[asel][ar][aok], nk)  # fmt: skip
+    out = pd.DataFrame({
+        "calls": calls, "cpu": cpu, "gpu": gpu, "api": api,
+        "overhead": np.maximum(cpu - api, 0), "idle": np.maximum(span - gpu, 0),
+        "tc_eligible_ops": n_elig, "tc_ops": n_tc,
+    }, index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it],
+                                        names=["group", "iteration"]))  # fmt: skip
+    return out
+
+
+def gpu_lanes(c: Correlated) -> tuple[np.ndarray, list[str]]:
+    """Lane (visible GPU) of every GPU activity, and the lanes' labels.
+
+    Visible GPUs are the export's TARGET_INFO_GPU rows (idle ones included, guide ch. 9);
+    kernels on a device the export does not list get a lane of their own.
+    """
+    gpus = c.trace.gpus
+    labels = [f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)]
+    dev = c.gpu["device_id"].to_numpy(np.int64)
+    known = pd.Index(gpus["cu_device"].to_numpy(np.int64))
+    lane = known.get_indexer(dev)
+    unknown = np.unique(dev[lane < 0])
+    for k, d in enumerate(unknown):
+        lane[dev == d] = len(labels) + k
+    labels += [f"GPU {int(d)}" for d in unknown]
+    return lane.astype(np.int64), labels
+
+
+def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
+    """Priority partition of each iteration's wall time, per lane (GPU)."""
+    lane, labels = gpu_lanes(c)
+    n_lanes = max(len(labels), 1)  # CPU-only profile: one host lane
+    g = c.gpu
+    gs, ge = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
+    tc = g["uses_tc"].to_numpy(bool)
+    mem = g["is_memory"].to_numpy(bool)
+    cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for sel in (tc, ~tc & ~mem, mem):
+        cats.append(intervals.merge(lane[sel], gs[sel], ge[sel]))
+    # host categories apply to every lane: merge once, then replicate
+    ops = c.ops
+    is_dl = (ops["op_type"].astype(str).str.contains(DATALOADER)
+             | ops["op_name"].astype(str).str.contains(DATALOADER)).to_numpy(bool)  # fmt: skip
+    inst = c.inst
+    real = ~inst["synthetic"].to_numpy(bool)
+    dl = real & is_dl[inst["op"].to_numpy(np.int64)]
+    host = [
+        (inst["start_ns"].to_numpy(np.int64)[dl], inst["end_ns"].to_numpy(np.int64)[dl]),
+        (c.trace.osrt["start_ns"].to_numpy(np.int64), c.trace.osrt["end_ns"].to_numpy(np.int64)),
+        (np.concatenate([inst["start_ns"].to_numpy(np.int64)[real],
+                         c.api["start_ns"].to_numpy(np.int64)]),
+         np.concatenate([inst["end_ns"].to_numpy(np.int64)[real],
+                         c.api["end_ns"].to_numpy(np.int64)])),
+    ]  # fmt: skip
+    for s, e in host:
+        _, ms, me = intervals.merge(np.zeros(len(s), np.int64), s, e)
+        cats.append((np.repeat(np.arange(n_lanes), len(ms)), np.tile(ms, n_lanes),
+                     np.tile(me, n_lanes)))  # fmt: skip
+    n_it = it.count
+    ngroups = n_lanes * n_it
+    cum = np.zeros((len(cats) + 1, ngroups), dtype=np.int64)
+    acc_l: list[np.ndarray] = []
+    acc_s: list[np.ndarray] = []
+    acc_e: list[np.ndarray] = []
+    for k, (cl, cs, ce) in enumerate(cats):
+        row, win, ps, pe = intervals.clip_to_windows(cs, ce, it.bounds_ns)
+        acc_l.append(cl[row] * n_it + win)
+        acc_s.append(ps)
+        acc_e.append(pe)
+        # union of categories 0..k, merged again so the arrays stay small
+        gk, sk, ek = intervals.merge(np.concatenate(acc_l), np.concatenate(acc_s),
+                                     np.concatenate(acc_e))  # fmt: skip
+        acc_l, acc_s, acc_e = [gk], [sk], [ek]
+        cum[k + 1] = np.bincount(gk, weights=(ek - sk).astype(np.float64),
+                                 minlength=ngroups).astype(np.int64)  # fmt: skip
+    parts = np.diff(cum, axis=0)
+    wall = np.tile(it.durations_ns(), n_lanes)
+    out = pd.DataFrame({name: parts[i] for i, name in enumerate(CATEGORIES)})
+    out["gpu_busy"] = cum[3]
+    out["wall"] = wall
+    out["other"] = np.maximum(wall - cum[-1], 0)
+    out.index = pd.MultiIndex.from_arrays(
+        [np.repeat(np.arange(n_lanes), n_it), np.tile(np.arange(n_it), n_lanes)],
+        names=["lane", "iteration"],
+    )
+    return out
+
+
+def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd.DataFrame:
+    """Combine per-iteration partials over iterations lo..hi (inclusive) by ``level``."""
+    it = frame.index.get_level_values("iteration")
+    sub = frame[(it >= lo) & (it <= hi)]
+    if sub.empty:
+        return sub.droplevel("iteration") if isinstance(sub.index, pd.MultiIndex) else sub
+    agg = {}
+    for col in sub.columns:
+        if col.endswith("_min"):
+            agg[col] = "min"
+        elif col.endswith("_max"):
+            agg[col] = "max"
+        else:
+            agg[col] = "sum"
+    return sub.groupby(level=level, sort=True).agg(agg)

@@ -1,0 +1,422 @@
+"""DLProf's reports (guide ch. 10) as DataFrames with the guide's exact column names.
+
+Internal frames use ``*_ns`` names; the DLProf names appear only here, at the edge.
+Every builder takes the profile and an inclusive iteration range and works from the
+per-iteration cube, so a new range never touches the raw events (except the iteration
+report, which lists raw kernel rows and is a filter of them).
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from jlprof import __version__
+from jlprof.engine.aggregate import CATEGORIES, combine, gpu_lanes
+
+if TYPE_CHECKING:
+    from jlprof.engine.profile import Profile
+
+STATS = (("Total", "sum"), ("Avg.", "avg"), ("Min", "min"), ("Max", "max"))
+
+
+def _stats(df: pd.DataFrame, col: str, label: str, calls: pd.Series) -> dict[str, Any]:
+    """Total/Avg./Min/Max columns from a combined frame's ``col_sum/_min/_max``."""
+    total = df[f"{col}_sum"].astype(np.int64)
+    avg = (total / calls.replace(0, np.nan)).fillna(0.0)
+    return {
+        f"Total {label} (ns)": total.to_numpy(),
+        f"Avg. {label} (ns)": avg.round(1).to_numpy(),
+        f"Min {label} (ns)": df[f"{col}_min"].astype(np.int64).to_numpy(),
+        f"Max {label} (ns)": df[f"{col}_max"].astype(np.int64).to_numpy(),
+    }
+
+
+def _op_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Ops with at least one instance in the range, combined over iterations."""
+    comb = combine(p.cube.op_iter, "op", lo, hi)
+    ops = p.correlated.ops.loc[comb.index]
+    return comb.join(ops)
+
+
+def _pytorch(p: Profile) -> bool:
+    return p.mode == "pytorch"
+
+
+def detail(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Guide §10.3: one row per unique op (NVTX range name), exclusive GPU time."""
+    df = _op_frame(p, lo, hi)
+    calls = df["calls"]
+    cols: dict[str, Any] = {"Op ID": df["op_id"].to_numpy(), "Op Name": df["op_name"].to_numpy()}
+    if _pytorch(p):
+        cols["Direction"] = df["direction"].to_numpy()
+    cols.update({
+        "Op Type": df["op_type"].to_numpy(),
+        "No. Calls": calls.to_numpy(np.int64),
+        "TC Eligibility": df["tc_eligible"].to_numpy(bool),
+        "Using TC": (df["tc_gpu_sum"] > 0).to_numpy(bool),
+    })  # fmt: skip
+    cols.update(_stats(df, "cpu", "CPU Time", calls))
+    cols.update(_stats(df, "gpu", "GPU Time", calls))
+    cols.update(_stats(df, "overhead", "CPU Overhead Time", calls))
+    cols.update(_stats(df, "idle", "GPU Idle Time", calls))
+    cols["Data Type"] = ""
+    cols["Input Shapes"] = ""
+    if _pytorch(p):
+        cols["Stack Trace"] = ""
+    out = pd.DataFrame(cols)
+    return out.sort_values(["Total GPU Time (ns)", "Total CPU Time (ns)"], ascending=False,
+                           kind="stable").reset_index(drop=True)  # fmt: skip
+
+
+def op_type(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Guide §10.7: per op type. The guide names the type column "Op Name"; we keep that."""
+    df = _op_frame(p, lo, hi)
+    df["using_tc"] = df["tc_gpu_sum"] > 0
+    g = df.groupby("op_type", sort=True)
+    agg = {"calls": "sum", "op_name": "size", "tc_eligible": "any", "using_tc": "any"}
+    for c in ("cpu", "gpu", "overhead", "idle"):
+        agg.update({f"{c}_sum": "sum", f"{c}_min": "min", f"{c}_max": "max"})
+    t = g.agg(agg)
+    calls = t["calls"]
+    cols: dict[str, Any] = {
+        "Op Name": t.index.to_numpy(),
+        "No. Nodes": t["op_name"].to_numpy(np.int64),
+        "No. Calls": calls.to_numpy(np.int64),
+        "TC Eligibility": t["tc_eligible"].to_numpy(bool),
+        "Using TC": t["using_tc"].to_numpy(bool),
+    }
+    cols.update(_stats(t, "cpu", "CPU Time", calls))
+    cols.update(_stats(t, "gpu", "GPU Time", calls))
+    cols.update(_stats(t, "overhead", "CPU Overhead Time", calls))
+    cols.update(_stats(t, "idle", "GPU Idle Time", calls))
+    out = pd.DataFrame(cols)
+    return out.sort_values("Total GPU Time (ns)", ascending=False, kind="stable").reset_index(
+        drop=True
+    )
+
+
+def _kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    comb = combine(p.cube.kernel_iter, ["kernel", "op"], lo, hi)
+    if comb.empty:
+        return comb
+    g = p.correlated.gpu
+    names = g["name"].cat.categories.to_numpy(object)
+    k = comb.index.get_level_values("kernel").to_numpy()
+    op = comb.index.get_level_values("op").to_numpy()
+    comb = comb.reset_index(drop=True)
+    comb["kernel_name"] = names[k]
+    tc_by_name = pd.Series(g["uses_tc"].to_numpy(bool)).groupby(
+        g["name"].cat.codes.to_numpy()
+    ).any()  # fmt: skip
+    mem_by_name = pd.Series(g["is_memory"].to_numpy(bool)).groupby(
+        g["name"].cat.codes.to_numpy()
+    ).any()  # fmt: skip
+    comb["uses_tc"] = tc_by_name.reindex(k).fillna(False).to_numpy(bool)
+    comb["is_memory"] = mem_by_name.reindex(k).fillna(False).to_numpy(bool)
+    ops = p.correlated.ops
+    comb["op"] = op
+    comb["op_id"] = np.where(op >= 0, ops["op_id"].to_numpy(object)[np.maximum(op, 0)], "")
+    comb["op_name"] = np.where(op >= 0, ops["op_name"].to_numpy(object)[np.maximum(op, 0)], "")
+    comb["direction"] = np.where(op >= 0, ops["direction"].to_numpy(object)[np.maximum(op, 0)],
+                                 "")  # fmt: skip
+    return comb
+
+
+def kernel(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Guide §10.5: one row per (kernel, op); API time is the launching call's share."""
+    df = _kernel_frame(p, lo, hi)
+    if df.empty:
+        return pd.DataFrame(columns=_kernel_columns(p))
+    calls = df["calls"]
+    cols: dict[str, Any] = {"Kernel Name": df["kernel_name"].to_numpy(),
+                            "Op ID": df["op_id"].to_numpy(), "Op Name": df["op_name"].to_numpy()}  # fmt: skip
+    if _pytorch(p):
+        cols["Direction"] = df["direction"].to_numpy()
+    cols["Uses TC"] = df["uses_tc"].to_numpy(bool)
+    cols.update(_stats(df, "gpu", "GPU Time", calls))
+    cols.update(_stats(df, "api", "API Time", calls))
+    out = pd.DataFrame(cols)
+    return out.sort_values("Total GPU Time (ns)", ascending=False, kind="stable").reset_index(
+        drop=True
+    )
+
+
+def _kernel_columns(p: Profile) -> list[str]:
+    cols = ["Kernel Name", "Op ID", "Op Name"] + (["Direction"] if _pytorch(p) else [])
+    cols.append("Uses TC")
+    for label in ("GPU Time", "API Time"):
+        cols += [f"{s} {label} (ns)" for s, _ in STATS]
+    return cols
+
+
+def tensor(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Guide §10.6: TC-eligible ops (and any op running TC kernels) and their TC use."""
+    ops = _op_frame(p, lo, hi)
+    kf = _kernel_frame(p, lo, hi)
+    sel = ops[ops["tc_eligible"] | (ops["tc_gpu_sum"] > 0)]
+    cols = ["Op ID", "Op Name"] + (["Direction"] if _pytorch(p) else []) + [
+        "Op Type", "Uses TC", "Total GPU Time", "TC GPU Time", "Non-TC GPU Time",
+        "TC Utilization (%)", "Total Kernel Count", "TC Kernel Count", "TC Kernel Names",
+        "Non-TC Kernel Count", "Non-TC Kernel Names"]  # fmt: skip
+    if sel.empty:
+        return pd.DataFrame(columns=cols)
+    if kf.empty:
+        names = pd.DataFrame(columns=["op", "uses_tc", "kernel_name"])
+    else:
+        names = kf.loc[~kf["is_memory"], ["op", "uses_tc", "kernel_name"]]
+    by = names.groupby(["op", "uses_tc"])["kernel_name"].agg(lambda s: sorted(set(s)))
+    tc_names = [by.get((o, True), []) for o in sel.index]
+    non_names = [by.get((o, False), []) for o in sel.index]
+    gpu = sel["kernel_sum"].astype(np.int64)
+    tc_t = sel["tc_gpu_sum"].astype(np.int64)
+    out: dict[str, Any] = {"Op ID": sel["op_id"].to_numpy(), "Op Name": sel["op_name"].to_numpy()}
+    if _pytorch(p):
+        out["Direction"] = sel["direction"].to_numpy()
+    out.update({
+        "Op Type": sel["op_type"].to_numpy(),
+        "Uses TC": (tc_t > 0).to_numpy(bool),
+        "Total GPU Time": gpu.to_numpy(),
+        "TC GPU Time": tc_t.to_numpy(),
+        "Non-TC GPU Time": (gpu - tc_t).to_numpy(),
+        "TC Utilization (%)": np.round(np.where(gpu > 0, 100.0 * tc_t / gpu.clip(lower=1), 0.0), 2),
+        "Total Kernel Count": [len(a) + len(b) for a, b in zip(tc_names, non_names, strict=True)],
+        "TC Kernel Count": [len(a) for a in tc_names],
+        "TC Kernel Names": [";".join(a) for a in tc_names],
+        "Non-TC Kernel Count": [len(b) for b in non_names],
+        "Non-TC Kernel Names": [";".join(b) for b in non_names],
+    })  # fmt: skip
+    df = pd.DataFrame(out)
+    return df.sort_values("Total GPU Time", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Guide §10.4: one row per GPU activity (kernel, memcpy, memset) in the range."""
+    c = p.correlated
+    g = c.gpu
+    it = p.cube.gpu_iter
+    sel = np.flatnonzero((it >= lo) & (it <= hi))
+    g = g.iloc[sel]
+    inst = g["inst"].to_numpy(np.int64)
+    op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
+    ops = c.ops
+    pick = lambda col: np.where(op >= 0, ops[col].to_numpy(object)[np.maximum(op, 0)], "")  # noqa: E731
+    api = g["api"].to_numpy(np.int64)
+    a_start = c.api["start_ns"].to_numpy(np.int64)
+    a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
+    cols: dict[str, Any] = {"Iteration": it[sel], "Op ID": pick("op_id"), "Op Name": pick("op_name")}
+    if _pytorch(p):
+        cols["Direction"] = pick("direction")
+    cols.update({
+        "Op Type": pick("op_type"),
+        "Kernel Name": g["name"].astype(object).to_numpy(),
+        "Device ID": g["device_id"].to_numpy(),
+        "GPU Start Time (ns)": g["start_ns"].to_numpy(),
+        "GPU Time (ns)": (g["end_ns"] - g["start_ns"]).to_numpy(),
+        "API Call Start (ns)": np.where(api >= 0, a_start[np.maximum(api, 0)] if len(a_start)
+                                        else 0, -1),
+        "API Call Time (ns)": np.where(api >= 0, a_dur[np.maximum(api, 0)] if len(a_dur)
+                                       else 0, 0),
+        "Uses TC": g["uses_tc"].to_numpy(bool),
+        "Grid X": g["grid_x"].to_numpy(), "Grid Y": g["grid_y"].to_numpy(),
+        "Grid Z": g["grid_z"].to_numpy(), "Block X": g["block_x"].to_numpy(),
+        "Block Y": g["block_y"].to_numpy(), "Block Z": g["block_z"].to_numpy(),
+        "Data Type": "", "Input Shapes": "", "Parameters": "", "Output Shapes": "",
+        "Long Kernel Name": g["long_name"].astype(object).to_numpy(),
+    })  # fmt: skip
+    out = pd.DataFrame(cols)
+    return out.sort_values(["Iteration", "GPU Start Time (ns)"], kind="stable").reset_index(
+        drop=True
+    )
+
+
+def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Guide §10.8: non-leaf nodes, flattened per iteration, then total/avg/min/max."""
+    gi = p.cube.group_iter
+    itl = gi.index.get_level_values("iteration")
+    sub = gi[(itl >= lo) & (itl <= hi)]
+    cols = ["Name", "No. Calls Aggregated", "No. TC Eligibility Ops", "No. Node Ops Using TC"]
+    for label in ("CPU Time", "GPU Time", "CPU Overhead Time", "GPU Idle Time"):
+        cols += [f"{s} {label} (ns)" for s, _ in STATS]
+    if sub.empty:
+        return pd.DataFrame(columns=cols)
+    g = sub.groupby(level="group", sort=True)
+    out: dict[str, Any] = {
+        "Name": p.correlated.paths["path"].to_numpy(object)[g.size().index.to_numpy()],
+        "No. Calls Aggregated": g["calls"].sum().to_numpy(np.int64),
+        "No. TC Eligibility Ops": g["tc_eligible_ops"].sum().to_numpy(np.int64),
+        "No. Node Ops Using TC": g["tc_ops"].sum().to_numpy(np.int64),
+    }
+    for col, label in (("cpu", "CPU Time"), ("gpu", "GPU Time"),
+                       ("overhead", "CPU Overhead Time"), ("idle", "GPU Idle Time")):  # fmt: skip
+        out[f"Total {label} (ns)"] = g[col].sum().to_numpy(np.int64)
+        out[f"Avg. {label} (ns)"] = g[col].mean().round(1).to_numpy()
+        out[f"Min {label} (ns)"] = g[col].min().to_numpy(np.int64)
+        out[f"Max {label} (ns)"] = g[col].max().to_numpy(np.int64)
+    df = pd.DataFrame(out)
+    return df.sort_values("Name", kind="stable").reset_index(drop=True)
+
+
+# ---- summary -------------------------------------------------------------------------------
+def _version_from_dir(path: str) -> str:
+    import re
+
+    m = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", path or "")
+    return m.group(1) if m else ""
+
+
+def _driver(v: str) -> str:
+    """``4505105`` -> ``450.51.05`` (old captures drop the dots)."""
+    if v and v.isdigit() and len(v) >= 6:
+        return f"{v[:-4]}.{v[-4:-2]}.{v[-2:]}"
+    return v
+
+
+def _cuda(v: str) -> str:
+    """``12030`` -> ``12.3`` (CUDA's integer version)."""
+    if v and v.isdigit():
+        n = int(v)
+        return f"{n // 1000}.{(n % 1000) // 10}"
+    return v
+
+
+def system_config(p: Profile) -> dict[str, Any]:
+    meta = p.trace.meta
+    _, labels = gpu_lanes(p.correlated)
+    gpus = p.trace.gpus
+    names = list(gpus["name"].astype(str)) if len(gpus) else [lbl.split(": ")[-1] for lbl in labels]
+    cfg: dict[str, Any] = {}
+    if p.profile_name:
+        cfg["Profile Name"] = p.profile_name
+    capture = _version_from_dir(meta.get("TargetInstallDir", ""))
+    export = meta.get("EXPORT_PRODUCT_VERSION", "")
+    cfg.update({
+        "GPU Count": len(labels),
+        "GPU Name(s)": ", ".join(sorted(set(names))),
+        "CPU Model": meta.get("CpuDescription", "") or platform.processor(),
+        "GPU Driver Version": _driver(meta.get("NvDriverVersion", "")),
+        "Framework": p.framework(),
+        "CUDA Version": _cuda(meta.get("CudaDriverVersion", "")),
+        "cuDNN Version": meta.get("CudnnVersion", ""),
+        "NSys Version": capture or export,
+        "DLProf Version": f"jlprof {__version__}",
+        "DLProf Build": "",
+    })  # fmt: skip
+    return cfg
+
+
+def iterations_table(p: Profile, lo: int, hi: int) -> dict[str, Any]:
+    it = p.iterations
+    dur = it.durations_ns()[lo : hi + 1]
+    return {
+        "Total Iterations": it.count if it.key_node else 0,
+        "Aggregated Iterations": hi - lo + 1,
+        "Start Iteration": lo,
+        "Stop Iteration": hi,
+        "Average Iteration Time (ns)": round(float(dur.mean()), 1) if len(dur) else 0.0,
+        "Iteration Time Standard Deviation (ns)": round(float(dur.std()), 1) if len(dur) else 0.0,
+    }
+
+
+def duration_breakdown(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """Per lane (GPU): % of the range's wall time in each priority category, and busy %."""
+    comb = combine(p.cube.time_iter, "lane", lo, hi)
+    wall = comb["wall"].clip(lower=1)
+    out = pd.DataFrame({c: 100.0 * comb[c] / wall for c in (*CATEGORIES, "other")})
+    out["gpu_util"] = 100.0 * comb["gpu_busy"] / wall
+    return out
+
+
+def summary_report(p: Profile, lo: int, hi: int) -> dict[str, Any]:
+    ops = _op_frame(p, lo, hi)
+    elig = ops[ops["tc_eligible"]]
+    denom = int(elig["kernel_sum"].sum())
+    tc_util = 100.0 * int(elig["tc_gpu_sum"].sum()) / denom if denom else 0.0
+    d = duration_breakdown(p, lo, hi).mean()
+    wall = int(p.iterations.durations_ns()[lo : hi + 1].sum())
+    return {
+        "Wall Clock Time (ns)": wall,
+        "Tensor Core Kernel Utilization %": round(tc_util, 2),
+        "GPU Utilization %": round(float(d["gpu_util"]), 2),
+        "Tensor Core Kernel Duration %": round(float(d["tc"]), 2),
+        "Non-Tensor Core Kernel Duration %": round(float(d["non_tc"]), 2),
+        "Memory Duration %": round(float(d["memory"]), 2),
+        "Dataloader Duration %": round(float(d["dataloader"]), 2),
+        "I/O Duration %": round(float(d["io"]), 2),
+        "CPU Duration %": round(float(d["cpu"]), 2),
+        "Other Duration %": round(float(d["other"]), 2),
+    }
+
+
+def all_ops(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    ops = _op_frame(p, lo, hi)
+    using = ops["tc_gpu_sum"] > 0
+    elig_not = ops["tc_eligible"] & ~using
+    rows = {"All Op": np.ones(len(ops), bool), "Ops Using TC": using.to_numpy(),
+            "Op eligible for TC but not using": elig_not.to_numpy(),
+            "All other ops": (~using & ~elig_not).to_numpy()}  # fmt: skip
+    return pd.DataFrame({
+        name: {"GPU Time (ns)": int(ops["gpu_sum"][m].sum()),
+               "CPU Time (ns)": int(ops["cpu_sum"][m].sum()), "# Ops": int(m.sum())}
+        for name, m in rows.items()
+    }).T  # fmt: skip
+
+
+def all_kernels(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    kf = _kernel_frame(p, lo, hi)
+    if kf.empty:
+        kf = pd.DataFrame({"kernel_name": [], "uses_tc": [], "is_memory": [], "gpu_sum": [],
+                           "api_sum": []})  # fmt: skip
+    tc = kf["uses_tc"].astype(bool)
+    mem = kf["is_memory"].astype(bool)
+    rows = {"All Kernels": np.ones(len(kf), bool), "Kernels Using TC": tc.to_numpy(),
+            "Memory": mem.to_numpy(), "All other kernels": (~tc & ~mem).to_numpy()}  # fmt: skip
+    return pd.DataFrame({
+        name: {"GPU Time (ns)": int(kf["gpu_sum"][m].sum()),
+               "CPU Time (ns)": int(kf["api_sum"][m].sum()),
+               "# Kernels": int(kf["kernel_name"][m].nunique())}
+        for name, m in rows.items()
+    }).T  # fmt: skip
+
+
+def summary_tables(p: Profile, lo: int, hi: int) -> dict[str, Any]:
+    """The five tables of guide §10.2, keyed by table name then row name."""
+    return {
+        "System Config": system_config(p),
+        "Summary Report": summary_report(p, lo, hi),
+        "Iterations": iterations_table(p, lo, hi),
+        "All Ops": all_ops(p, lo, hi).to_dict(orient="index"),
+        "All Kernels": all_kernels(p, lo, hi).to_dict(orient="index"),
+    }
+
+
+def summary(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """The summary as one tidy frame: Table, Row Name, Column, Value (our CSV layout)."""
+    rows = []
+    for table, content in summary_tables(p, lo, hi).items():
+        for row, val in content.items():
+            if isinstance(val, dict):
+                rows += [(table, row, col, v) for col, v in val.items()]
+            else:
+                rows.append((table, row, "Value", val))
+    return pd.DataFrame(rows, columns=["Table", "Row Name", "Column", "Value"])
+
+
+def expert_systems(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    from jlprof.reports.expert import run_all
+
+    return run_all(p, lo, hi)
+
+
+BUILDERS = {
+    "summary": summary, "detail": detail, "iteration": iteration, "kernel": kernel,
+    "tensor": tensor, "op_type": op_type, "group_node": group_node,
+    "expert_systems": expert_systems,
+}  # fmt: skip
+
+
+def build(p: Profile, name: str, lo: int, hi: int) -> pd.DataFrame:
+    return BUILDERS[name](p, lo, hi)
