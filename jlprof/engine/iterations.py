@@ -75,8 +75,8 @@ def find_iterations(c: Correlated, key_node: str | None) -> Iterations:
         cuts = df.groupby("k")["end"].max().to_numpy(np.int64)
     else:
         cuts = np.sort(ends)
-    cuts = np.unique(np.clip(cuts, t0, t1))
-    bounds = np.concatenate([[t0], cuts[(cuts > t0) & (cuts < t1)], [t1]]).astype(np.int64)
+    # N instances always give N+1 intervals (guide ch. 7), even when one is empty
+    bounds = np.concatenate([[t0], np.clip(cuts, t0, t1), [t1]]).astype(np.int64)
     return Iterations(key_node=key_node, bounds_ns=bounds, instances=len(rows))
 
 

@@ -1,0 +1,49 @@
+import numpy as np
+import pytest
+
+from jlprof.engine.intervals import clip_to_windows, merge, union_length
+
+
+def brute_union(group, start, end, ngroups):
+    """Independent computation: mark every covered integer nanosecond."""
+    out = np.zeros(ngroups, dtype=np.int64)
+    for g in range(ngroups):
+        covered = set()
+        for gg, s, e in zip(group, start, end, strict=True):
+            if gg == g:
+                covered.update(range(s, e))
+        out[g] = len(covered)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_union_length_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = 60
+    group = rng.integers(0, 4, n)
+    start = rng.integers(0, 200, n)
+    end = start + rng.integers(0, 30, n)
+    assert union_length(group, start, end, 5).tolist() == brute_union(group, start, end, 5).tolist()
+
+
+def test_merge_joins_overlapping_and_touching():
+    g, s, e = merge(np.array([0, 0, 0, 0]), np.array([10, 0, 5, 30]), np.array([20, 5, 12, 40]))
+    assert list(zip(g, s, e, strict=True)) == [(0, 0, 20), (0, 30, 40)]
+
+
+def test_merge_keeps_groups_apart():
+    g, s, e = merge(np.array([1, 0]), np.array([0, 5]), np.array([10, 8]))
+    assert list(zip(g, s, e, strict=True)) == [(0, 5, 8), (1, 0, 10)]
+
+
+def test_clip_to_windows_splits_across_bounds_and_drops_outside():
+    row, win, s, e = clip_to_windows(np.array([5, -10, 95]), np.array([25, -5, 120]),
+                                     np.array([0, 10, 20, 100]))  # fmt: skip
+    pieces = sorted(zip(row.tolist(), win.tolist(), s.tolist(), e.tolist()))
+    assert pieces == [(0, 0, 5, 10), (0, 1, 10, 20), (0, 2, 20, 25), (2, 2, 95, 100)]
+
+
+def test_empty_inputs():
+    z = np.zeros(0, np.int64)
+    assert union_length(z, z, z, 3).tolist() == [0, 0, 0]
+    assert all(len(a) == 0 for a in clip_to_windows(z, z, np.array([0, 1])))
