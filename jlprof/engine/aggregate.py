@@ -194,6 +194,33 @@ def _explode(path_of_row: np.ndarray, src: np.ndarray, dst: np.ndarray):
     return rows, d_sorted[np.repeat(lo, cnt) + offs]
 
 
+def _flatten_to_groups(
+    path: np.ndarray,
+    iteration: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    keys: np.ndarray,
+    n_it: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Union length, first start and last end per (group, iteration) key of ``keys``."""
+    nk = len(keys)
+    first = np.full(nk, np.iinfo(np.int64).max)
+    last = np.full(nk, np.iinfo(np.int64).min)
+    if len(path) == 0 or nk == 0:
+        return np.zeros(nk, np.int64), first, last
+    k1, s1, e1 = intervals.merge(path * n_it + iteration, start, end)
+    r, grp = _explode(k1 // n_it, src, dst)
+    key = grp * n_it + (k1 % n_it)[r]
+    pos = np.minimum(np.searchsorted(keys, key), nk - 1)
+    ok = keys[pos] == key
+    pk, ps, pe = pos[ok], s1[r][ok], e1[r][ok]
+    np.minimum.at(first, pk, ps)
+    np.maximum.at(last, pk, pe)
+    return intervals.union_length(pk, ps, pe, nk), first, last
+
+
 def _group_iter(
     c: Correlated, m: InstanceMetrics, it: Iterations, inst_iter: np.ndarray, gpu_iter: np.ndarray
 ) -> pd.DataFrame:
@@ -218,32 +245,23 @@ def _group_iter(
     uses = (m.tc_gpu_ns > 0)[r]
     n_elig = np.bincount(kinv, weights=elig, minlength=nk).astype(np.int64)
     n_tc = np.bincount(kinv, weights=elig & uses, minlength=nk).astype(np.int64)
-    # GPU work and API calls of the subtree, flattened
+    # GPU work and API calls of the subtree, flattened: merge per (path, iteration) first,
+    # then spread only the merged pieces to the group nodes above (far fewer rows)
     g = c.gpu
     gi = g["inst"].to_numpy(np.int64)
-    gsel = np.flatnonzero(gi >= 0)
-    gr, ggrp = _explode(inst_path[gi[gsel]], src, dst)
-    gkey = ggrp * n_it + gpu_iter[gsel][gr]
-    gpos = np.searchsorted(keys, gkey)
-    gpos_ok = (gpos < nk) & (keys[np.minimum(gpos, nk - 1)] == gkey)
-    gs = g["start_ns"].to_numpy(np.int64)[gsel][gr][gpos_ok]
-    ge = g["end_ns"].to_numpy(np.int64)[gsel][gr][gpos_ok]
-    gk = gpos[gpos_ok]
-    gpu = intervals.union_length(gk, gs, ge, nk)
-    first = np.full(nk, np.iinfo(np.int64).max)
-    last = np.full(nk, np.iinfo(np.int64).min)
-    np.minimum.at(first, gk, gs)
-    np.maximum.at(last, gk, ge)
+    gsel = gi >= 0
+    gpu, first, last = _flatten_to_groups(
+        inst_path[gi[gsel]], gpu_iter[gsel], g["start_ns"].to_numpy(np.int64)[gsel],
+        g["end_ns"].to_numpy(np.int64)[gsel], src, dst, keys, n_it,
+    )  # fmt: skip
     span = np.where(last > first, last - first, 0)
     a = c.api
     ai = a["inst"].to_numpy(np.int64)
-    asel = np.flatnonzero(ai >= 0)
-    ar, agrp = _explode(inst_path[ai[asel]], src, dst)
-    akey = agrp * n_it + inst_iter[ai[asel]][ar]
-    apos = np.searchsorted(keys, akey)
-    aok = (apos < nk) & (keys[np.minimum(apos, nk - 1)] == akey)
-    api = intervals.union_length(apos[aok], a["start_ns"].to_numpy(np.int64)[asel][ar][aok],
-                                 a["end_ns"].to_numpy(np.int64)[asel][ar][aok], nk)  # fmt: skip
+    asel = ai >= 0
+    api, _, _ = _flatten_to_groups(
+        inst_path[ai[asel]], inst_iter[ai[asel]], a["start_ns"].to_numpy(np.int64)[asel],
+        a["end_ns"].to_numpy(np.int64)[asel], src, dst, keys, n_it,
+    )  # fmt: skip
     out = pd.DataFrame({
         "calls": calls, "cpu": cpu, "gpu": gpu, "api": api,
         "overhead": np.maximum(cpu - api, 0), "idle": np.maximum(span - gpu, 0),

@@ -213,7 +213,11 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     etid = nv["end_global_tid"].to_numpy(np.int64)
     nestable = (etid < 0) | (etid == r_tid)
     dom_code = nv["domain"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    lane_id, lane_uniq = pd.factorize(pd.MultiIndex.from_arrays([r_tid, dom_code]))
+    tid_code, tid_uniq = pd.factorize(r_tid)
+    n_dom = int(dom_code.max()) + 1 if len(dom_code) else 1
+    lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64) * n_dom + dom_code)
+    lane_tid = tid_uniq[lane_keys // n_dom] if len(lane_keys) else np.zeros(0, np.int64)
+    lane_dom = lane_keys % n_dom if len(lane_keys) else np.zeros(0, np.int64)
     lane = np.where(nestable, lane_id, NONE).astype(np.int64)
     r_parent = np.full(len(nv), NONE, dtype=np.int64)
     nest_rows = np.flatnonzero(nestable)
@@ -227,8 +231,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     a_tid = api["global_tid"].to_numpy(np.int64)
     a_inst = np.full(len(api), NONE, dtype=np.int64)
     if len(nest_rows) and len(api):
-        lanes = pd.DataFrame({"tid": lane_uniq.get_level_values(0),
-                              "dom": lane_uniq.get_level_values(1)})  # fmt: skip
+        lanes = pd.DataFrame({"tid": lane_tid, "dom": lane_dom})
         for d in np.unique(lanes["dom"].to_numpy()):
             sel = lanes.index[lanes["dom"] == d]
             idx = pd.Index(lanes.loc[sel, "tid"].to_numpy())

@@ -20,39 +20,44 @@ def merge(
     """
     group = np.asarray(group, dtype=np.int64)
     start = np.asarray(start, dtype=np.int64)
-    end = np.asarray(end, dtype=np.int64)
+    end = np.maximum(np.asarray(end, dtype=np.int64), start)
     if len(start) == 0:
         return group[:0], start[:0], end[:0]
+    g0 = int(group.min())
+    t0 = int(start.min())
+    span = int(end.max()) - t0 + 1
+    if (int(group.max()) - g0 + 1) * span >= 2**62:  # pragma: no cover - absurd spans
+        return _merge_lexsort(group, start, end)
+    # one int64 key per interval: group-major, then time. Keys of a later group are all
+    # larger than any key of an earlier one, so one global cummax never leaks across groups.
+    base = (group - g0) * span - t0
+    skey = base + start
+    order = np.argsort(skey)
+    sk = skey[order]
+    ek = (base + end)[order]
+    run_end = np.maximum.accumulate(ek)
+    opens = np.empty(len(sk), dtype=bool)
+    opens[0] = True
+    opens[1:] = sk[1:] > run_end[:-1]
+    idx = np.flatnonzero(opens)
+    out_end_key = np.maximum.reduceat(run_end, idx)
+    g = group[order][idx]
+    out_start = start[order][idx]
+    return g, out_start, out_end_key - ((g - g0) * span - t0)
+
+
+def _merge_lexsort(group, start, end):  # pragma: no cover - fallback for huge spans
     order = np.lexsort((start, group))
     g, s, e = group[order], start[order], end[order]
-    # running max of end within each group: offset each group so cummax cannot leak across
-    new_group = np.empty(len(g), dtype=bool)
-    new_group[0] = True
-    new_group[1:] = g[1:] != g[:-1]
-    run_end = _group_cummax(e, new_group)
-    prev_end = np.empty_like(run_end)
-    prev_end[0] = np.iinfo(np.int64).min
-    prev_end[1:] = run_end[:-1]
-    opens = new_group | (s > prev_end)
-    idx = np.flatnonzero(opens)
-    out_end = np.maximum.reduceat(run_end, idx) if len(idx) else run_end[:0]
-    return g[idx], s[idx], out_end
-
-
-def _group_cummax(values: np.ndarray, new_group: np.ndarray) -> np.ndarray:
-    """Cumulative max that restarts at every ``new_group`` flag."""
-    gid = np.cumsum(new_group) - 1
-    lo = values.min()
-    span = int(values.max()) - int(lo) + 1
-    # shift each group above all previous ones, take a global cummax, shift back
-    shifted = (values - lo) + gid.astype(np.int64) * span
-    if gid[-1] * span < np.iinfo(np.int64).max // 2:
-        return np.maximum.accumulate(shifted) - gid * span + lo
-    out = np.empty_like(values)  # pragma: no cover - only for absurd spans
-    for k in np.unique(gid):
-        m = gid == k
-        out[m] = np.maximum.accumulate(values[m])
-    return out
+    out_g, out_s, out_e = [], [], []
+    for gg, ss, ee in zip(g.tolist(), s.tolist(), e.tolist(), strict=True):
+        if out_g and out_g[-1] == gg and ss <= out_e[-1]:
+            out_e[-1] = max(out_e[-1], ee)
+        else:
+            out_g.append(gg)
+            out_s.append(ss)
+            out_e.append(ee)
+    return np.array(out_g, np.int64), np.array(out_s, np.int64), np.array(out_e, np.int64)
 
 
 def union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int) -> np.ndarray:
