@@ -338,7 +338,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     gpu["inst"] = g_inst
     gpu["api_share_ns"] = share.astype(np.int64)
     is_kernel = (gpu["kind"] == "kernel").to_numpy()
-    gpu["uses_tc"] = is_kernel & kernel_uses_tc(gpu["name"]) if len(gpu) else np.zeros(0, bool)
+    gpu["uses_tc"] = is_kernel & kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool)
     gpu["is_memory"] = ~is_kernel
 
     times = [a for a in (r_start, r_end, a_start, a_end, g_start, g_end) if len(a)]
