@@ -58,11 +58,14 @@ class StringTable:
         return out
 
     def categorical(self, ids: np.ndarray, default: str = "") -> pd.Categorical:
-        """Like :meth:`lookup` but factorising the few unique ids first (fast for 1M rows)."""
-        uniq, inverse = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
-        names = self.lookup(uniq, default)
-        cats, codes = np.unique(names.astype(str), return_inverse=True)
-        return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(cats, dtype=object))
+        """Like :meth:`lookup` but hashing the few unique ids first (fast for 1M rows)."""
+        codes, uniq = pd.factorize(np.asarray(ids, dtype=np.int64), sort=False)
+        names = self.lookup(np.asarray(uniq, dtype=np.int64), default)
+        name_codes, cats = pd.factorize(names.astype(object), sort=False)
+        return pd.Categorical.from_codes(
+            np.asarray(name_codes, dtype=np.int32)[codes],
+            categories=pd.Index(np.asarray(cats, dtype=object), dtype=object),
+        )
 
 
 def check_database(path: Path) -> None:
@@ -108,7 +111,7 @@ class _Fetcher:
         if self.cx is not None:
             try:
                 tbl = self.cx.read_sql(f"sqlite://{self.path.resolve()}", sql, return_type="arrow")
-                df = tbl.to_pandas()
+                df = tbl.to_pandas(strings_to_categorical=True, self_destruct=True)
                 df.columns = names
                 return df
             except Exception:  # odd text encodings or types: the portable path still works
@@ -117,7 +120,11 @@ class _Fetcher:
         rows = cur.fetchall()
         if not rows:
             return pd.DataFrame({n: pd.Series([], dtype="int64") for n in names})
-        return pd.DataFrame.from_records(rows, columns=names)
+        df = pd.DataFrame.from_records(rows, columns=names)
+        for col in df.columns:  # text columns as categoricals, as the Arrow path gives them
+            if df[col].dtype == object or pd.api.types.is_string_dtype(df[col]):
+                df[col] = df[col].astype(object).astype("category")
+        return df
 
 
 def _int(df: pd.DataFrame, col: str) -> np.ndarray:
@@ -162,7 +169,7 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
         if len(df):
             df["name"] = strings.categorical(_int(df, "name_id"), "<unknown kernel>")
             df["long_name"] = strings.categorical(_int(df, "long_id"), "<unknown kernel>")
-            df["kind"] = "kernel"
+            df["kind"] = _const_cat("kernel", len(df))
             df["bytes"] = 0
             parts.append(df.drop(columns=["name_id", "long_id"]))
     for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
@@ -185,24 +192,43 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             ck = _int(df, "copy_kind")
             labels = np.array([schema.MEMCPY_KIND_NAMES.get(int(k), "[CUDA memcpy Unknown]")
                                for k in np.unique(ck)], dtype=object)  # fmt: skip
-            name = pd.Categorical(labels[np.searchsorted(np.unique(ck), ck)])
+            name = pd.Categorical.from_codes(np.searchsorted(np.unique(ck), ck).astype(np.int32),
+                                             categories=pd.Index(labels, dtype=object))  # fmt: skip
         else:
-            name = pd.Categorical([schema.MEMSET_NAME] * len(df))
+            name = _const_cat(schema.MEMSET_NAME, len(df))
         df["name"] = name
         df["long_name"] = name
-        df["kind"] = kind
+        df["kind"] = _const_cat(kind, len(df))
         for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
             df[c] = 0
         parts.append(df.drop(columns=["copy_kind"]))
     if not parts:
         return empty_frame(GPU_COLUMNS, ("kind", "name", "long_name"))
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    cols = {}
     for c in GPU_COLUMNS:
         if c in ("kind", "name", "long_name"):
-            out[c] = out[c].astype("category")
+            cols[c] = _concat_cats([p[c].array for p in parts])
         else:
-            out[c] = out[c].to_numpy(dtype=np.int64, na_value=0)
-    return out[GPU_COLUMNS]
+            cols[c] = np.concatenate([p[c].to_numpy(dtype=np.int64, na_value=0) for p in parts])
+    return pd.DataFrame(cols)[GPU_COLUMNS]
+
+
+def _const_cat(value: str, n: int) -> pd.Categorical:
+    """A categorical of one repeated string (no per-row string objects)."""
+    return pd.Categorical.from_codes(np.zeros(n, np.int32), categories=pd.Index([value], dtype=object))
+
+
+def _concat_cats(cats: list[pd.Categorical]) -> pd.Categorical:
+    """Concatenate categoricals with different categories through their codes."""
+    both = np.concatenate([np.asarray(c.categories, dtype=object) for c in cats])
+    remap, uniq = pd.factorize(both, sort=False)
+    codes, off = [], 0
+    for c in cats:
+        k = len(c.categories)
+        codes.append(remap[off : off + k][np.asarray(c.codes)])
+        off += k
+    return pd.Categorical.from_codes(np.concatenate(codes).astype(np.int32),
+                                     categories=pd.Index(np.asarray(uniq, object), dtype=object))  # fmt: skip
 
 
 def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
@@ -216,12 +242,12 @@ def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame
     )
     df = f.frame(sql, ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id",
                        "event_class"])  # fmt: skip
-    ids = _int(df, "name_id")
-    uniq, inverse = np.unique(ids, return_inverse=True)
-    stripped = np.array([schema.strip_api_suffix(s) for s in strings.lookup(uniq, "<unknown api>")],
-                        dtype=object)  # fmt: skip
-    cats, codes = np.unique(stripped.astype(str), return_inverse=True)
-    df["name"] = pd.Categorical.from_codes(codes[inverse], categories=pd.Index(cats, dtype=object))
+    codes, uniq = pd.factorize(_int(df, "name_id"), sort=False)
+    stripped = np.array([schema.strip_api_suffix(str(x)) for x in
+                         strings.lookup(np.asarray(uniq, np.int64), "<unknown api>")], dtype=object)  # fmt: skip
+    name_codes, cats = pd.factorize(stripped, sort=False)
+    df["name"] = pd.Categorical.from_codes(np.asarray(name_codes, np.int32)[codes],
+                                           categories=pd.Index(np.asarray(cats, object), dtype=object))  # fmt: skip
     for c in ("start_ns", "end_ns", "global_tid", "correlation_id", "event_class"):
         df[c] = _int(df, c)
     return df[API_COLUMNS]
@@ -252,40 +278,75 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
     for c in ("start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain_id",
               "text_id"):  # fmt: skip
         df[c] = _int(df, c)
-    # text = coalesce(StringIds[textId], text), exactly as nsys stats resolves it
-    inline = df["text_inline"].to_numpy(dtype=object, na_value="")
-    tid = df["text_id"].to_numpy()
-    has_id = tid >= 0
-    if has_id.any():
-        inline = inline.copy()
-        inline[has_id] = strings.lookup(tid[has_id])
-    df["text"] = inline
-    # domains: eventType-75 rows, matched on domainId AND process
+    text = _nvtx_text(df["text_inline"], df["text_id"].to_numpy(), strings)
+    etype = df["event_type"].to_numpy()
+    # domains: eventType-75 rows, matched on domainId AND process (as nsys stats does)
     proc = (df["global_tid"].to_numpy() & 0x0000FFFFFF000000) >> 24
-    df["proc"] = proc
-    is_dom = df["event_type"].to_numpy() == schema.NVTX_DOMAIN_CREATE
-    doms = df.loc[is_dom, ["domain_id", "proc", "text"]].drop_duplicates(["domain_id", "proc"])
-    doms = doms.rename(columns={"text": "domain"})
-    ev = df.loc[~is_dom]
-    if len(doms):
-        ev = ev.merge(doms, on=["domain_id", "proc"], how="left")
-        ev["domain"] = ev["domain"].fillna("")
-    else:
-        ev = ev.assign(domain="")
-    is_range = ev["event_type"].isin(schema.NVTX_RANGE_TYPES).to_numpy()
-    rng = ev.loc[is_range].copy()
-    last = int(max(df["start_ns"].max(), df["end_ns"].max()))
-    rng.loc[rng["end_ns"] < 0, "end_ns"] = last  # open ranges closed at the last NVTX time
-    rng["domain"] = rng["domain"].astype("category")
-    rng["text"] = rng["text"].astype("category")
-    marks = ev.loc[ev["event_type"].to_numpy() == schema.NVTX_MARK].copy()
-    marks = marks.rename(columns={"start_ns": "ts_ns"})
-    marks["domain"] = marks["domain"].astype("category")
-    marks["text"] = marks["text"].astype("category")
-    return (
-        rng[NVTX_COLUMNS].reset_index(drop=True),
-        marks[MARK_COLUMNS].reset_index(drop=True),
+    dom_key = proc * (1 << 32) + df["domain_id"].to_numpy()
+    is_dom = etype == schema.NVTX_DOMAIN_CREATE
+    domain_names = np.asarray(text.astype(object))[is_dom] if is_dom.any() else np.zeros(0, object)
+    uniq_keys, first = np.unique(dom_key[is_dom], return_index=True)
+    dom_lookup = pd.Index(uniq_keys).get_indexer(dom_key) if len(uniq_keys) else np.full(
+        len(df), -1
     )
+    dom_cats = np.concatenate([[""], domain_names[first]]).astype(object)
+    dom_codes, dom_uniq = pd.factorize(dom_cats, sort=False)
+    domain = pd.Categorical.from_codes(
+        np.asarray(dom_codes, np.int32)[dom_lookup + 1],
+        categories=pd.Index(np.asarray(dom_uniq, object), dtype=object),
+    )
+    last = int(max(df["start_ns"].max(), df["end_ns"].max()))
+    is_range = np.isin(etype, schema.NVTX_RANGE_TYPES)
+    end_ns = df["end_ns"].to_numpy().copy()
+    end_ns[is_range & (end_ns < 0)] = last  # open ranges closed at the last NVTX time
+    rng = pd.DataFrame({
+        "start_ns": df["start_ns"].to_numpy()[is_range], "end_ns": end_ns[is_range],
+        "global_tid": df["global_tid"].to_numpy()[is_range],
+        "end_global_tid": df["end_global_tid"].to_numpy()[is_range],
+        "event_type": etype[is_range],
+        "domain": domain[is_range].remove_unused_categories(),
+        "text": text[is_range].remove_unused_categories(),
+    })  # fmt: skip
+    is_mark = etype == schema.NVTX_MARK
+    marks = pd.DataFrame({
+        "ts_ns": df["start_ns"].to_numpy()[is_mark],
+        "global_tid": df["global_tid"].to_numpy()[is_mark],
+        "domain": domain[is_mark].remove_unused_categories(),
+        "text": text[is_mark].remove_unused_categories(),
+        "int64_value": df["int64_value"].to_numpy()[is_mark],
+        "double_value": df["double_value"].to_numpy()[is_mark],
+    })  # fmt: skip
+    return rng[NVTX_COLUMNS], marks[MARK_COLUMNS]
+
+
+def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:
+    """A categorical with object-dtype categories and no missing values ('' instead)."""
+    cat = values.array if isinstance(values, pd.Series) else values
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(np.asarray(values, dtype=object))
+    cats = pd.Index(np.asarray(cat.categories, dtype=object), dtype=object)
+    codes = np.asarray(cat.codes, dtype=np.int32)
+    if (codes < 0).any():
+        if "" not in cats:
+            cats = cats.append(pd.Index([""], dtype=object))
+        codes = np.where(codes < 0, cats.get_loc(""), codes).astype(np.int32)
+    return pd.Categorical.from_codes(codes, categories=cats)
+
+
+def _nvtx_text(inline: pd.Series, text_id: np.ndarray, strings: StringTable) -> pd.Categorical:
+    """coalesce(StringIds[textId], text), exactly as nsys stats resolves range names."""
+    cat = _objcat(inline)
+    has_id = text_id >= 0
+    if not has_id.any():
+        return cat
+    reg = strings.categorical(text_id[has_id])
+    both = np.concatenate([np.asarray(cat.categories, dtype=object),
+                           np.asarray(reg.categories, dtype=object)])  # fmt: skip
+    remap, cats = pd.factorize(both, sort=False)
+    codes = remap[: len(cat.categories)][np.asarray(cat.codes)]
+    codes[has_id] = remap[len(cat.categories) :][np.asarray(reg.codes)]
+    return pd.Categorical.from_codes(codes.astype(np.int32),
+                                     categories=pd.Index(np.asarray(cats, object), dtype=object))  # fmt: skip
 
 
 def _read_osrt(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
