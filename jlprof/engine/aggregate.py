@@ -98,15 +98,30 @@ def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
 
 @dataclass
 class Cube:
-    """Partial aggregates per iteration for one key node; see the module docstring."""
+    """Partial aggregates per iteration for one key node; see the module docstring.
+
+    ``group_iter`` (the costliest part: flattening every subtree per iteration) is built on
+    first use, so a notebook that never opens the group-node view never pays for it.
+    """
 
     iterations: Iterations
     inst_iter: np.ndarray
     gpu_iter: np.ndarray
     op_iter: pd.DataFrame  # index (op, iteration)
     kernel_iter: pd.DataFrame  # index (kernel, op, iteration)
-    group_iter: pd.DataFrame  # index (group path, iteration)
     time_iter: pd.DataFrame  # index (lane, iteration): union lengths by category
+    correlated: Correlated | None = None
+    metrics: InstanceMetrics | None = None
+    _group_iter: pd.DataFrame | None = None
+
+    @property
+    def group_iter(self) -> pd.DataFrame:
+        """Flattened figures per (group path, iteration)."""
+        if self._group_iter is None:
+            assert self.correlated is not None and self.metrics is not None
+            self._group_iter = _group_iter(self.correlated, self.metrics, self.iterations,
+                                           self.inst_iter, self.gpu_iter)  # fmt: skip
+        return self._group_iter
 
 
 def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
@@ -132,10 +147,10 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
     )
 
     kernel_iter = _kernel_iter(c, gpu_iter, n_it)
-    group_iter = _group_iter(c, m, it, inst_iter, gpu_iter)
     time_iter = _time_iter(c, it)
     return Cube(iterations=it, inst_iter=inst_iter, gpu_iter=gpu_iter, op_iter=op_iter,
-                kernel_iter=kernel_iter, group_iter=group_iter, time_iter=time_iter)  # fmt: skip
+                kernel_iter=kernel_iter, time_iter=time_iter, correlated=c,
+                metrics=m)  # fmt: skip
 
 
 def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame:
@@ -255,13 +270,9 @@ def _group_iter(
         g["end_ns"].to_numpy(np.int64)[gsel], src, dst, keys, n_it,
     )  # fmt: skip
     span = np.where(last > first, last - first, 0)
-    a = c.api
-    ai = a["inst"].to_numpy(np.int64)
-    asel = ai >= 0
-    api, _, _ = _flatten_to_groups(
-        inst_path[ai[asel]], inst_iter[ai[asel]], a["start_ns"].to_numpy(np.int64)[asel],
-        a["end_ns"].to_numpy(np.int64)[asel], src, dst, keys, n_it,
-    )  # fmt: skip
+    # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on
+    # one thread this equals their union; see docs/reports.md)
+    api = np.bincount(kinv, weights=m.api_ns[r], minlength=nk).astype(np.int64)
     out = pd.DataFrame({
         "calls": calls, "cpu": cpu, "gpu": gpu, "api": api,
         "overhead": np.maximum(cpu - api, 0), "idle": np.maximum(span - gpu, 0),
