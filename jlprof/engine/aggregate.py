@@ -87,13 +87,23 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
 
 
 def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
-    """count + sum/min/max of each column per integer key (pandas on int keys is fast)."""
-    df = pd.DataFrame({"key": key, **cols})
-    agg = {name: ["sum", "min", "max"] for name in cols}
-    out = df.groupby("key", sort=True).agg(agg)
-    out.columns = [f"{a}_{b}" for a, b in out.columns]
-    out["calls"] = df.groupby("key", sort=True).size()
-    return out
+    """count + sum/min/max of each column per integer key: one sort, then reduceat."""
+    key = np.asarray(key, dtype=np.int64)
+    if len(key) == 0:
+        names = [f"{c}_{f}" for c in cols for f in ("sum", "min", "max")] + ["calls"]
+        return pd.DataFrame({n: pd.Series([], dtype="int64") for n in names},
+                            index=pd.Index([], dtype="int64", name="key"))  # fmt: skip
+    order = np.argsort(key)
+    k = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    out: dict[str, np.ndarray] = {}
+    for name, v in cols.items():
+        vs = np.asarray(v, dtype=np.int64)[order]
+        out[f"{name}_sum"] = np.add.reduceat(vs, starts)
+        out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
+        out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
+    out["calls"] = np.diff(np.append(starts, len(k)))
+    return pd.DataFrame(out, index=pd.Index(k[starts], name="key"))
 
 
 @dataclass

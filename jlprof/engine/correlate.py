@@ -203,8 +203,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     if domains:
         keep = nv["domain"].astype(str).isin(domains).to_numpy()
         nv = nv.loc[keep].reset_index(drop=True)
-    api = trace.api.copy()
-    gpu = trace.gpu.copy()
+    api = trace.api.copy(deep=False)  # copy-on-write: new columns never touch the trace
+    gpu = trace.gpu.copy(deep=False)
 
     # ---- ranges: lanes (thread x domain) and nesting; start/end ranges ended elsewhere are roots
     r_start = nv["start_ns"].to_numpy(np.int64)

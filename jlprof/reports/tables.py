@@ -35,6 +35,14 @@ def _stats(df: pd.DataFrame, col: str, label: str, calls: pd.Series) -> dict[str
     }
 
 
+def take_categorical(small: np.ndarray, idx: np.ndarray, missing: str = "") -> pd.Categorical:
+    """``small[idx]`` (``missing`` where idx < 0) as a categorical, without per-row objects."""
+    remap, uniq = pd.factorize(np.append(np.asarray(small, dtype=object), missing), sort=False)
+    codes = remap[np.where(idx >= 0, idx, len(small))].astype(np.int32)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(np.asarray(uniq, object),
+                                                                dtype=object))  # fmt: skip
+
+
 def _op_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     """Ops with at least one instance in the range, combined over iterations."""
     comb = combine(p.cube.op_iter, "op", lo, hi)
@@ -203,7 +211,10 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     inst = g["inst"].to_numpy(np.int64)
     op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
     ops = c.ops
-    pick = lambda col: np.where(op >= 0, ops[col].to_numpy(object)[np.maximum(op, 0)], "")  # noqa: E731
+
+    def pick(col: str) -> pd.Categorical:
+        return take_categorical(ops[col].to_numpy(object), op)
+
     api = g["api"].to_numpy(np.int64)
     a_start = c.api["start_ns"].to_numpy(np.int64)
     a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
@@ -212,7 +223,7 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
         cols["Direction"] = pick("direction")
     cols.update({
         "Op Type": pick("op_type"),
-        "Kernel Name": g["name"].astype(object).to_numpy(),
+        "Kernel Name": g["name"].array,
         "Device ID": g["device_id"].to_numpy(),
         "GPU Start Time (ns)": g["start_ns"].to_numpy(),
         "GPU Time (ns)": (g["end_ns"] - g["start_ns"]).to_numpy(),
@@ -225,12 +236,11 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
         "Grid Z": g["grid_z"].to_numpy(), "Block X": g["block_x"].to_numpy(),
         "Block Y": g["block_y"].to_numpy(), "Block Z": g["block_z"].to_numpy(),
         "Data Type": "", "Input Shapes": "", "Parameters": "", "Output Shapes": "",
-        "Long Kernel Name": g["long_name"].astype(object).to_numpy(),
+        "Long Kernel Name": g["long_name"].array,
     })  # fmt: skip
     out = pd.DataFrame(cols)
-    return out.sort_values(["Iteration", "GPU Start Time (ns)"], kind="stable").reset_index(
-        drop=True
-    )
+    order = np.lexsort((out["GPU Start Time (ns)"].to_numpy(), out["Iteration"].to_numpy()))
+    return out.take(order).reset_index(drop=True)
 
 
 def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:
