@@ -59,6 +59,7 @@ class Profile:
         self.correlated: Correlated = correlate(trace, domains)
         self.metrics: InstanceMetrics = instance_metrics(self.correlated)
         self._cubes: dict[str | None, Cube] = {}
+        self._memo: dict[tuple, Any] = {}  # per (what, key node, range): small frames only
         self.key_node_given = key_node is not None
         say("finding iterations")
         self.key_node: str | None = self._resolve_key_node(key_node)
@@ -127,6 +128,36 @@ class Profile:
             it = find_iterations(self.correlated, self.key_node)
             cube = self._cubes[self.key_node] = build_cube(self.correlated, self.metrics, it)
         return cube
+
+    def memo(self, what: str, lo: int, hi: int, build: Callable[[], Any]) -> Any:
+        """Cache a range's intermediate frame (reports share them; a range change is cheap)."""
+        key = (what, self.key_node, lo, hi)
+        if key not in self._memo:
+            if len(self._memo) > 64:
+                self._memo.clear()
+            self._memo[key] = build()
+        return self._memo[key]
+
+    @property
+    def gpu_labels(self) -> list[str]:
+        """Visible GPUs (lanes of the timeline), idle ones included."""
+        if "labels" not in self._memo:
+            from jlprof.engine.aggregate import gpu_lanes
+
+            self._memo["labels"] = gpu_lanes(self.correlated)[1]
+        return self._memo["labels"]
+
+    @property
+    def kernel_flags(self) -> pd.DataFrame:
+        """uses_tc / is_memory per kernel-name code (computed once, not per report)."""
+        if "kflags" not in self._memo:
+            g = self.correlated.gpu
+            codes = g["name"].cat.codes.to_numpy()
+            n = len(g["name"].cat.categories)
+            tc = np.bincount(codes, weights=g["uses_tc"].to_numpy(bool), minlength=n) > 0
+            mem = np.bincount(codes, weights=g["is_memory"].to_numpy(bool), minlength=n) > 0
+            self._memo["kflags"] = pd.DataFrame({"uses_tc": tc, "is_memory": mem})
+        return self._memo["kflags"]
 
     @property
     def iterations(self) -> Iterations:

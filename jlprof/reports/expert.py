@@ -86,10 +86,9 @@ def no_iterations(p: Profile, lo: int, hi: int) -> list[Finding]:
 
 
 def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
-    from jlprof.engine.aggregate import gpu_lanes
     from jlprof.reports.tables import duration_breakdown
 
-    _, labels = gpu_lanes(p.correlated)
+    labels = p.gpu_labels
     if not labels:
         return []
     util = duration_breakdown(p, lo, hi)["gpu_util"].to_numpy()
@@ -112,10 +111,9 @@ def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
 
 
 def imbalanced_gpus(p: Profile, lo: int, hi: int) -> list[Finding]:
-    from jlprof.engine.aggregate import gpu_lanes
     from jlprof.reports.tables import duration_breakdown
 
-    _, labels = gpu_lanes(p.correlated)
+    labels = p.gpu_labels
     if len(labels) < 2:
         return []
     util = duration_breakdown(p, lo, hi)["gpu_util"].to_numpy()

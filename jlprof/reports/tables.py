@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof import __version__
-from jlprof.engine.aggregate import CATEGORIES, combine, gpu_lanes
+from jlprof.engine.aggregate import CATEGORIES, combine
 
 if TYPE_CHECKING:
     from jlprof.engine.profile import Profile
@@ -45,9 +45,12 @@ def take_categorical(small: np.ndarray, idx: np.ndarray, missing: str = "") -> p
 
 def _op_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     """Ops with at least one instance in the range, combined over iterations."""
-    comb = combine(p.cube.op_iter, "op", lo, hi)
-    ops = p.correlated.ops.loc[comb.index]
-    return comb.join(ops)
+
+    def build() -> pd.DataFrame:
+        comb = combine(p.cube.op_iter, "op", lo, hi)
+        return comb.join(p.correlated.ops.loc[comb.index])
+
+    return p.memo("ops", lo, hi, build).copy()
 
 
 def _pytorch(p: Profile) -> bool:
@@ -108,29 +111,25 @@ def op_type(p: Profile, lo: int, hi: int) -> pd.DataFrame:
 
 
 def _kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    return p.memo("kernels", lo, hi, lambda: _build_kernel_frame(p, lo, hi)).copy()
+
+
+def _build_kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     comb = combine(p.cube.kernel_iter, ["kernel", "op"], lo, hi)
     if comb.empty:
         return comb
-    g = p.correlated.gpu
-    names = g["name"].cat.categories.to_numpy(object)
+    names = p.correlated.gpu["name"].cat.categories.to_numpy(object)
     k = comb.index.get_level_values("kernel").to_numpy()
     op = comb.index.get_level_values("op").to_numpy()
     comb = comb.reset_index(drop=True)
     comb["kernel_name"] = names[k]
-    tc_by_name = pd.Series(g["uses_tc"].to_numpy(bool)).groupby(
-        g["name"].cat.codes.to_numpy()
-    ).any()  # fmt: skip
-    mem_by_name = pd.Series(g["is_memory"].to_numpy(bool)).groupby(
-        g["name"].cat.codes.to_numpy()
-    ).any()  # fmt: skip
-    comb["uses_tc"] = tc_by_name.reindex(k).fillna(False).to_numpy(bool)
-    comb["is_memory"] = mem_by_name.reindex(k).fillna(False).to_numpy(bool)
+    flags = p.kernel_flags
+    comb["uses_tc"] = flags["uses_tc"].to_numpy()[k]
+    comb["is_memory"] = flags["is_memory"].to_numpy()[k]
     ops = p.correlated.ops
     comb["op"] = op
-    comb["op_id"] = np.where(op >= 0, ops["op_id"].to_numpy(object)[np.maximum(op, 0)], "")
-    comb["op_name"] = np.where(op >= 0, ops["op_name"].to_numpy(object)[np.maximum(op, 0)], "")
-    comb["direction"] = np.where(op >= 0, ops["direction"].to_numpy(object)[np.maximum(op, 0)],
-                                 "")  # fmt: skip
+    for col in ("op_id", "op_name", "direction"):
+        comb[col] = np.where(op >= 0, ops[col].to_numpy(object)[np.maximum(op, 0)], "")
     return comb
 
 
@@ -295,7 +294,7 @@ def _cuda(v: str) -> str:
 
 def system_config(p: Profile) -> dict[str, Any]:
     meta = p.trace.meta
-    _, labels = gpu_lanes(p.correlated)
+    labels = p.gpu_labels
     gpus = p.trace.gpus
     names = list(gpus["name"].astype(str)) if len(gpus) else [lbl.split(": ")[-1] for lbl in labels]
     cfg: dict[str, Any] = {}
@@ -333,7 +332,7 @@ def iterations_table(p: Profile, lo: int, hi: int) -> dict[str, Any]:
 
 def duration_breakdown(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     """Per lane (GPU): % of the range's wall time in each priority category, and busy %."""
-    comb = combine(p.cube.time_iter, "lane", lo, hi)
+    comb = p.memo("time", lo, hi, lambda: combine(p.cube.time_iter, "lane", lo, hi))
     wall = comb["wall"].clip(lower=1)
     out = pd.DataFrame({c: 100.0 * comb[c] / wall for c in (*CATEGORIES, "other")})
     out["gpu_util"] = 100.0 * comb["gpu_busy"] / wall
