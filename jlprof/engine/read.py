@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -399,6 +400,15 @@ def _read_meta(conn: sqlite3.Connection, tabs: set[str]) -> dict[str, str]:
     return meta
 
 
+def _in_thread(fn, path: Path, tabs: set[str], strings: StringTable, use_cx: bool | None):
+    """Run a table reader on its own connection (sqlite3 connections stay in one thread)."""
+    conn = _connect(path)
+    try:
+        return fn(_Fetcher(path, conn, use_cx), tabs, strings)
+    finally:
+        conn.close()
+
+
 def read_trace(
     path: str | Path,
     *,
@@ -422,12 +432,14 @@ def read_trace(
             )
         f = _Fetcher(path, conn, use_connectorx)
         strings = _read_strings(conn)
-        say("reading GPU activities")
-        gpu = _read_gpu_work(f, tabs, strings)
-        say("reading CUDA API calls")
-        api = _read_api(f, tabs, strings)
-        say("reading NVTX ranges")
-        nvtx, marks = _read_nvtx(f, tabs, strings)
+        say("reading GPU activities, CUDA API calls and NVTX ranges")
+        # the three big tables load concurrently (connectorx reads outside the GIL)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            fut_api = pool.submit(_in_thread, _read_api, path, tabs, strings, use_connectorx)
+            fut_nvtx = pool.submit(_in_thread, _read_nvtx, path, tabs, strings, use_connectorx)
+            gpu = _read_gpu_work(f, tabs, strings)
+            api = fut_api.result()
+            nvtx, marks = fut_nvtx.result()
         osrt = _read_osrt(f, tabs, strings)
         gpus = _read_gpus(conn, tabs)
         meta = _read_meta(conn, tabs)
