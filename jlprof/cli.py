@@ -48,46 +48,116 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-V", "--version", action="version", version=f"jlprof {__version__}")
     g = p.add_argument_group("generic")
-    g.add_argument("-f", "--force", type=_bool, default=False, metavar="{true,false}",
-                   help="overwrite existing result files (reports, nsys outputs)")
-    g.add_argument("-v", "--verbosity", choices=VERBOSITY, default="normal",
-                   help="output verbosity; 'diagnostic' shows tracebacks")
-    g.add_argument("-m", "--mode", choices=MODES, default="simple",
-                   help="framework of the profiled run; 'pytorch' adds Direction columns")
+    g.add_argument(
+        "-f",
+        "--force",
+        type=_bool,
+        default=False,
+        metavar="{true,false}",
+        help="overwrite existing result files (reports, nsys outputs)",
+    )
+    g.add_argument(
+        "-v",
+        "--verbosity",
+        choices=VERBOSITY,
+        default="normal",
+        help="output verbosity; 'diagnostic' shows tracebacks",
+    )
+    g.add_argument(
+        "-m",
+        "--mode",
+        choices=MODES,
+        default="simple",
+        help="framework of the profiled run; 'pytorch' adds Direction columns",
+    )
     n = p.add_argument_group("Nsight Systems")
-    n.add_argument("--database", metavar="FILE",
-                   help="analyse this nsys export (.sqlite, .nsys-rep, .qdrep) or jlprof "
-                        "database instead of profiling a command")
-    n.add_argument("--nsys_base_name", default="nsys_profile",
-                   help="base name of the nsys output files when profiling")
-    n.add_argument("--nsys_opts", "--nsys_options", dest="nsys_opts", default="",
-                   help='extra nsys profile flags, e.g. --nsys_opts="-t cuda,nvtx,osrt"')
+    n.add_argument(
+        "--database",
+        metavar="FILE",
+        help="analyse this nsys export (.sqlite, .nsys-rep, .qdrep) or jlprof "
+        "database instead of profiling a command",
+    )
+    n.add_argument(
+        "--nsys_base_name",
+        default="nsys_profile",
+        help="base name of the nsys output files when profiling",
+    )
+    n.add_argument(
+        "--nsys_opts",
+        "--nsys_options",
+        dest="nsys_opts",
+        default="",
+        help='extra nsys profile flags, e.g. --nsys_opts="-t cuda,nvtx,osrt"',
+    )
     n.add_argument("-y", "--delay", type=float, default=0, help="collection start delay (s)")
     n.add_argument("-d", "--duration", type=float, default=None, help="collection duration (s)")
     a = p.add_argument_group("data aggregation")
-    a.add_argument("--key_node", "--key_op", dest="key_node", default=None,
-                   help="op name or op ID marking each iteration (default: global_step, "
-                        "then optimizer_step)")
-    a.add_argument("--iter_start", type=int, default=None,
-                   help="first iteration to aggregate (inclusive, default 0)")
-    a.add_argument("--iter_stop", type=int, default=None,
-                   help="last iteration to aggregate (inclusive, default the last)")
-    a.add_argument("--domains", type=_list, default=None,
-                   help="NVTX domains to use, comma separated ('' = default domain)")
+    a.add_argument(
+        "--key_node",
+        "--key_op",
+        dest="key_node",
+        default=None,
+        help="op name or op ID marking each iteration (default: global_step, then optimizer_step)",
+    )
+    a.add_argument(
+        "--iter_start",
+        type=int,
+        default=None,
+        help="first iteration to aggregate (inclusive, default 0)",
+    )
+    a.add_argument(
+        "--iter_stop",
+        type=int,
+        default=None,
+        help="last iteration to aggregate (inclusive, default the last)",
+    )
+    a.add_argument(
+        "--domains",
+        type=_list,
+        default=None,
+        help="NVTX domains to use, comma separated ('' = default domain)",
+    )
     o = p.add_argument_group("output reports")
     o.add_argument("--output_path", default=".", help="folder for the reports (created)")
-    o.add_argument("--profile_name", "--base_name", dest="profile_name", default="jlprof",
-                   help="prefix of the report files")
-    o.add_argument("--reports", type=_list, default=["summary"],
-                   help=f"comma list of {', '.join(REPORTS)} or all (default summary)")
-    o.add_argument("--formats", "--file_formats", dest="formats", type=_list, default=["csv"],
-                   help="csv and/or json (default csv)")
-    o.add_argument("--dump_model_data", type=_bool, default=False, metavar="{true,false}",
-                   help="also write the raw correlated op instances as JSON")
-    o.add_argument("--save_db", metavar="FILE", default=None,
-                   help="save a jlprof database (.jlprof) for fast re-analysis")
-    p.add_argument("command", nargs=argparse.REMAINDER,
-                   help="the program to profile (when --database is not given)")
+    o.add_argument(
+        "--profile_name",
+        "--base_name",
+        dest="profile_name",
+        default="jlprof",
+        help="prefix of the report files",
+    )
+    o.add_argument(
+        "--reports",
+        type=_list,
+        default=["summary"],
+        help=f"comma list of {', '.join(REPORTS)} or all (default summary)",
+    )
+    o.add_argument(
+        "--formats",
+        "--file_formats",
+        dest="formats",
+        type=_list,
+        default=["csv"],
+        help="csv and/or json (default csv)",
+    )
+    o.add_argument(
+        "--dump_model_data",
+        type=_bool,
+        default=False,
+        metavar="{true,false}",
+        help="also write the raw correlated op instances as JSON",
+    )
+    o.add_argument(
+        "--save_db",
+        metavar="FILE",
+        default=None,
+        help="save a jlprof database (.jlprof) for fast re-analysis",
+    )
+    p.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="the program to profile (when --database is not given)",
+    )
     return p
 
 

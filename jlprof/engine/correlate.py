@@ -47,6 +47,10 @@ class Correlated:
     gpu: pd.DataFrame
     t_first_ns: int
     t_last_ns: int
+    nvtx: pd.DataFrame | None = None  # the NVTX ranges used (after --domains), rows = inst 0..n-1
+    range_lane: np.ndarray | None = None  # nesting lane (thread x domain) per range, -1 none
+    lane_tid: np.ndarray | None = None
+    lane_dom: np.ndarray | None = None
 
 
 class _Keys:
@@ -347,7 +351,9 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     t_first = int(min(a.min() for a in times)) if times else 0
     t_last = int(max(a.max() for a in times)) if times else 0
     return Correlated(trace=trace, inst=inst, ops=ops, paths=paths, api=api, gpu=gpu,
-                      t_first_ns=t_first, t_last_ns=t_last)  # fmt: skip
+                      t_first_ns=t_first, t_last_ns=t_last, nvtx=nv, range_lane=lane,
+                      lane_tid=np.asarray(lane_tid, np.int64),
+                      lane_dom=np.asarray(lane_dom, np.int64))  # fmt: skip
 
 
 def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -99,9 +99,7 @@ def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
         return pd.DataFrame(columns=["op_name", "op_id", "calls", "period_cv", "score"])
     srt = inst.sort_values(["op", "start_ns"])
     gaps = srt.groupby("op")["start_ns"].diff()
-    cv = (gaps.groupby(srt["op"]).std(ddof=0) / gaps.groupby(srt["op"]).mean()).reindex(
-        stats.index
-    )
+    cv = (gaps.groupby(srt["op"]).std(ddof=0) / gaps.groupby(srt["op"]).mean()).reindex(stats.index)
     stats["period_cv"] = cv.fillna(0.0).to_numpy()
     # how early in the profile the first instance comes, relative to the period
     period = (stats["last"] - stats["first"]) / (stats["calls"] - 1).clip(lower=1)
@@ -110,7 +108,9 @@ def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
         inst["op"]
     ).mean().reindex(stats.index).fillna(0)  # fmt: skip
     stats["score"] = (
-        np.log1p(stats["calls"]) / (1.0 + 4.0 * stats["period_cv"]) * (1.0 - 0.3 * lead)
+        np.log1p(stats["calls"])
+        / (1.0 + 4.0 * stats["period_cv"])
+        * (1.0 - 0.3 * lead)
         * (1.0 - 0.2 * depth)
     )
     ops = c.ops.loc[stats.index]

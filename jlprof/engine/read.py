@@ -216,7 +216,9 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
 
 def _const_cat(value: str, n: int) -> pd.Categorical:
     """A categorical of one repeated string (no per-row string objects)."""
-    return pd.Categorical.from_codes(np.zeros(n, np.int32), categories=pd.Index([value], dtype=object))
+    return pd.Categorical.from_codes(
+        np.zeros(n, np.int32), categories=pd.Index([value], dtype=object)
+    )
 
 
 def _concat_cats(cats: list[pd.Categorical]) -> pd.Categorical:
@@ -287,8 +289,8 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
     is_dom = etype == schema.NVTX_DOMAIN_CREATE
     domain_names = np.asarray(text.astype(object))[is_dom] if is_dom.any() else np.zeros(0, object)
     uniq_keys, first = np.unique(dom_key[is_dom], return_index=True)
-    dom_lookup = pd.Index(uniq_keys).get_indexer(dom_key) if len(uniq_keys) else np.full(
-        len(df), -1
+    dom_lookup = (
+        pd.Index(uniq_keys).get_indexer(dom_key) if len(uniq_keys) else np.full(len(df), -1)
     )
     dom_cats = np.concatenate([[""], domain_names[first]]).astype(object)
     dom_codes, dom_uniq = pd.factorize(dom_cats, sort=False)

@@ -103,8 +103,10 @@ def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
         parts.append(f"GPU utilization is {avg:.1f}% (below {LOW_UTIL_PCT:.0f}%)")
     if unused:
         parts.append(f"{len(unused)} of {len(labels)} visible GPUs are unused")
-    rec = ("Keep the GPU fed: increase the batch size, overlap data loading with compute "
-           "(DataLoader num_workers, pin_memory), and remove host syncs in the step")
+    rec = (
+        "Keep the GPU fed: increase the batch size, overlap data loading with compute "
+        "(DataLoader num_workers, pin_memory), and remove host syncs in the step"
+    )
     if unused:
         rec += "; use all visible GPUs (data parallel) or limit CUDA_VISIBLE_DEVICES to those used"
     return [Finding("Underutilized GPU Detector", "; ".join(parts) + ".", rec + ".", ev)]

@@ -217,7 +217,11 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     api = g["api"].to_numpy(np.int64)
     a_start = c.api["start_ns"].to_numpy(np.int64)
     a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
-    cols: dict[str, Any] = {"Iteration": it[sel], "Op ID": pick("op_id"), "Op Name": pick("op_name")}
+    cols: dict[str, Any] = {
+        "Iteration": it[sel],
+        "Op ID": pick("op_id"),
+        "Op Name": pick("op_name"),
+    }
     if _pytorch(p):
         cols["Direction"] = pick("direction")
     cols.update({

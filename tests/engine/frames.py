@@ -61,8 +61,11 @@ def make_trace(gpu=(), api=(), nvtx=(), gpus=(), osrt=()) -> Trace:
     a = _frame(list(api), API_COLUMNS, ("name",), {"event_class": 0})
     n = _frame(list(nvtx), NVTX_COLUMNS, ("domain", "text"), {})
     o = _frame(list(osrt), OSRT_COLUMNS, ("name",), {})
-    gi = pd.DataFrame(list(gpus), columns=GPU_INFO_COLUMNS) if gpus else empty_frame(
-        GPU_INFO_COLUMNS)
+    gi = (
+        pd.DataFrame(list(gpus), columns=GPU_INFO_COLUMNS)
+        if gpus
+        else empty_frame(GPU_INFO_COLUMNS)
+    )
     return Trace(gpu=g, api=a, nvtx=n, marks=empty_frame(MARK_COLUMNS, ("domain", "text")),
                  osrt=o, gpus=gi)  # fmt: skip
 
