@@ -64,13 +64,21 @@ def build(run: Run) -> NsysDb:
     _gpu_work(db, run, cid)
     _nvtx(db, run)
     gtid = p.threads[MAIN_TID].global_tid
-    db.bulk(OSRT, {  # reading the next batch; waiting for the autograd thread
-        "start": np.concatenate([run.iter_start + 2_000, run.backward[:, 0] + 1_000]),
-        "end": np.concatenate([run.iter_start + 2_000 + run.reads, run.backward[:, 1] - 2_000]),
-        "eventClass": E.OS_RUNTIME, "globalTid": gtid,
-        "nameId": np.repeat([db.string("read"), db.string("pthread_cond_wait")], run.iterations),
-        "returnValue": 0, "nestingLevel": 0, "callchainId": 0,
-    })  # fmt: skip
+    db.bulk(
+        OSRT,
+        {  # reading the next batch; waiting for the autograd thread
+            "start": np.concatenate([run.iter_start + 2_000, run.backward[:, 0] + 1_000]),
+            "end": np.concatenate([run.iter_start + 2_000 + run.reads, run.backward[:, 1] - 2_000]),
+            "eventClass": E.OS_RUNTIME,
+            "globalTid": gtid,
+            "nameId": np.repeat(
+                [db.string("read"), db.string("pthread_cond_wait")], run.iterations
+            ),
+            "returnValue": 0,
+            "nestingLevel": 0,
+            "callchainId": 0,
+        },
+    )
     return db
 
 
@@ -95,11 +103,18 @@ def _runtime(db: NsysDb, run: Run) -> np.ndarray:
     order = np.argsort(start, kind="stable")
     cid = np.empty(len(start), dtype=np.int64)
     cid[order] = np.arange(1, len(start) + 1)
-    db.bulk(RUNTIME, {
-        "start": start[order], "end": end[order], "eventClass": event_class[order],
-        "globalTid": tid[order], "correlationId": cid[order], "nameId": name[order],
-        "returnValue": 0,
-    })  # fmt: skip
+    db.bulk(
+        RUNTIME,
+        {
+            "start": start[order],
+            "end": end[order],
+            "eventClass": event_class[order],
+            "globalTid": tid[order],
+            "correlationId": cid[order],
+            "nameId": name[order],
+            "returnValue": 0,
+        },
+    )
     return cid[len(setup) :].reshape(n_it, -1)
 
 
@@ -108,13 +123,22 @@ def _gpu_work(db: NsysDb, run: Run, api_cid: np.ndarray) -> None:
     gstart, gend = run.gpu_start, run.gpu_start + run.gpu_dur
     cid = api_cid[:, run.gpu_pos]
     kinds = run.ops[run.gpu_pos]
-    common = {"deviceId": 0, "contextId": 1, "greenContextId": 0, "streamId": 7,
-              "globalPid": db.processes[MAIN_TID].global_pid}  # fmt: skip
+    common = {
+        "deviceId": 0,
+        "contextId": 1,
+        "greenContextId": 0,
+        "streamId": 7,
+        "globalPid": db.processes[MAIN_TID].global_pid,
+    }
 
     def cols(kind: int) -> dict[str, np.ndarray | int]:
         col = np.flatnonzero(kinds == kind)
-        return {**common, "start": gstart[:, col].ravel(), "end": gend[:, col].ravel(),
-                "correlationId": cid[:, col].ravel()}  # fmt: skip
+        return {
+            **common,
+            "start": gstart[:, col].ravel(),
+            "end": gend[:, col].ravel(),
+            "correlationId": cid[:, col].ravel(),
+        }
 
     knames = [KERNEL_NAMES[r] for r in run.refs[run.gpu_pos][kinds == LAUNCH]]
     grid = np.array([KERNELS[k][1] for k in knames])
@@ -123,26 +147,50 @@ def _gpu_work(db: NsysDb, run: Run, api_cid: np.ndarray) -> None:
     def tile(values: list[int] | np.ndarray) -> np.ndarray:
         return np.tile(np.asarray(values), run.iterations)
 
-    db.bulk(KERNEL, {
-        **cols(LAUNCH),
-        "demangledName": tile([db.string(k) for k in knames]),
-        "shortName": tile([db.string(short_kernel_name(k)) for k in knames]),
-        "mangledName": tile([db.string(mangled_kernel_name(k)) for k in knames]),
-        "launchType": 1, "cacheConfig": 0, "registersPerThread": 64,
-        "gridX": tile(grid[:, 0]), "gridY": tile(grid[:, 1]), "gridZ": tile(grid[:, 2]),
-        "blockX": tile(block[:, 0]), "blockY": tile(block[:, 1]), "blockZ": tile(block[:, 2]),
-        "staticSharedMemory": 0, "dynamicSharedMemory": 49152, "localMemoryPerThread": 0,
-        "localMemoryTotal": 62914560, "gridId": np.arange(1, len(knames) * run.iterations + 1),
-        "sharedMemoryExecuted": 65536, "sharedMemoryLimitConfig": 0,
-    })  # fmt: skip
-    copies = [(COPY_IN, 1, INPUT_BYTES, E.MEM_PINNED, E.MEM_DEVICE),
-              (COPY_OUT, 2, 4, E.MEM_DEVICE, E.MEM_PINNED)]  # fmt: skip
+    db.bulk(
+        KERNEL,
+        {
+            **cols(LAUNCH),
+            "demangledName": tile([db.string(k) for k in knames]),
+            "shortName": tile([db.string(short_kernel_name(k)) for k in knames]),
+            "mangledName": tile([db.string(mangled_kernel_name(k)) for k in knames]),
+            "launchType": 1,
+            "cacheConfig": 0,
+            "registersPerThread": 64,
+            "gridX": tile(grid[:, 0]),
+            "gridY": tile(grid[:, 1]),
+            "gridZ": tile(grid[:, 2]),
+            "blockX": tile(block[:, 0]),
+            "blockY": tile(block[:, 1]),
+            "blockZ": tile(block[:, 2]),
+            "staticSharedMemory": 0,
+            "dynamicSharedMemory": 49152,
+            "localMemoryPerThread": 0,
+            "localMemoryTotal": 62914560,
+            "gridId": np.arange(1, len(knames) * run.iterations + 1),
+            "sharedMemoryExecuted": 65536,
+            "sharedMemoryLimitConfig": 0,
+        },
+    )
+    copies = [
+        (COPY_IN, 1, INPUT_BYTES, E.MEM_PINNED, E.MEM_DEVICE),
+        (COPY_OUT, 2, 4, E.MEM_DEVICE, E.MEM_PINNED),
+    ]
     for kind, copy_kind, nbytes, src, dst in copies:
-        db.bulk(MEMCPY, {
-            **cols(kind), "bytes": nbytes, "copyKind": copy_kind, "srcKind": src,
-            "dstKind": dst, "srcDeviceId": 0, "srcContextId": 1, "dstDeviceId": 0,
-            "dstContextId": 1,
-        })  # fmt: skip
+        db.bulk(
+            MEMCPY,
+            {
+                **cols(kind),
+                "bytes": nbytes,
+                "copyKind": copy_kind,
+                "srcKind": src,
+                "dstKind": dst,
+                "srcDeviceId": 0,
+                "srcContextId": 1,
+                "dstDeviceId": 0,
+                "dstContextId": 1,
+            },
+        )
     db.bulk(MEMSET, {**cols(MEMSET_OP), "value": 0, "bytes": 4096, "memKind": E.MEM_DEVICE})
 
 
@@ -163,15 +211,28 @@ def _nvtx(db: NsysDb, run: Run) -> None:
     tids.append(np.full(n_it, _gtid(db, MAIN_TID)))
     start = np.concatenate(starts)
     order = np.argsort(start, kind="stable")
-    db.bulk(NVTX, {
-        "start": start[order], "end": np.concatenate(ends)[order],
-        "eventType": E.NVTX_PUSH_POP, "text": np.concatenate(texts)[order],
-        "globalTid": np.concatenate(tids)[order], "domainId": 0,
-    })  # fmt: skip
-    db.bulk(NVTX, {
-        "start": run.iter_start, "eventType": E.NVTX_MARK, "text": "iteration",
-        "globalTid": _gtid(db, MAIN_TID), "domainId": 0, "int64Value": np.arange(n_it),
-    })  # fmt: skip
+    db.bulk(
+        NVTX,
+        {
+            "start": start[order],
+            "end": np.concatenate(ends)[order],
+            "eventType": E.NVTX_PUSH_POP,
+            "text": np.concatenate(texts)[order],
+            "globalTid": np.concatenate(tids)[order],
+            "domainId": 0,
+        },
+    )
+    db.bulk(
+        NVTX,
+        {
+            "start": run.iter_start,
+            "eventType": E.NVTX_MARK,
+            "text": "iteration",
+            "globalTid": _gtid(db, MAIN_TID),
+            "domainId": 0,
+            "int64Value": np.arange(n_it),
+        },
+    )
 
 
 def generate(out: Path, kernels: int, seed: int, flavor: FlavorName = "2022.4") -> dict[str, int]:

@@ -18,7 +18,6 @@ import platform
 import resource
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,8 +30,10 @@ ROOT = HERE.parent
 FETCH = (
     "SELECT start, end, deviceId, streamId, correlationId, globalPid, shortName, demangledName, "
     "gridX, gridY, gridZ, blockX, blockY, blockZ, graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL",
-    "SELECT start, end, globalTid, correlationId, nameId, eventClass FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-    "SELECT start, end, globalTid, endGlobalTid, eventType, domainId, textId, text FROM NVTX_EVENTS",
+    "SELECT start, end, globalTid, correlationId, nameId, eventClass "
+    "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    "SELECT start, end, globalTid, endGlobalTid, eventType, domainId, textId, text "
+    "FROM NVTX_EVENTS",
 )
 
 CHILD = """
@@ -98,8 +99,21 @@ def nsys_stats(path: Path) -> dict | None:
     if not nsys:
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["/usr/bin/time", "-f", "%M", nsys, "stats", "-q", "-r", "nvtxkernsum",
-               "--format", "csv", "-o", f"{tmp}/out", str(path)]  # fmt: skip
+        cmd = [
+            "/usr/bin/time",
+            "-f",
+            "%M",
+            nsys,
+            "stats",
+            "-q",
+            "-r",
+            "nvtxkernsum",
+            "--format",
+            "csv",
+            "-o",
+            f"{tmp}/out",
+            str(path),
+        ]
         t = time.perf_counter()
         res = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - t
@@ -116,25 +130,44 @@ def main() -> None:
     args = ap.parse_args()
     if not args.export.exists():
         args.export.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, str(HERE / "gen_export.py"), str(args.export),
-                        "--kernels", str(args.kernels), "--seed", "0"], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "gen_export.py"),
+                str(args.export),
+                "--kernels",
+                str(args.kernels),
+                "--seed",
+                "0",
+            ],
+            check=True,
+        )
     con = sqlite3.connect(args.export)
-    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-              for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                        "NVTX_EVENTS")}  # fmt: skip
+    counts = {
+        t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+    }
     con.close()
     a = plain_fetch(args.export)
     b = child_json([sys.executable, "-c", CHILD, str(args.export)])
     r = child_json([sys.executable, "-c", REAGG, str(args.export), str(args.reagg_runs)])
     c = None if args.skip_nsys else nsys_stats(args.export)
     res = {
-        "date": time.strftime("%Y-%m-%d"), "machine": platform.platform(),
-        "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-        "export": str(args.export), "mb": round(args.export.stat().st_size / 2**20, 1),
-        "rows": counts, "a_sqlite3_fetch_s": a, "b_jlprof_s": b["wall_s"],
-        "b_rss_mb": b["rss_mb"], "b_over_a": b["wall_s"] / a, "reagg": r,
-        "c_nsys_stats": c, "c_over_b": (c["wall_s"] / b["wall_s"]) if c else None,
-    }  # fmt: skip
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "export": str(args.export),
+        "mb": round(args.export.stat().st_size / 2**20, 1),
+        "rows": counts,
+        "a_sqlite3_fetch_s": a,
+        "b_jlprof_s": b["wall_s"],
+        "b_rss_mb": b["rss_mb"],
+        "b_over_a": b["wall_s"] / a,
+        "reagg": r,
+        "c_nsys_stats": c,
+        "c_over_b": (c["wall_s"] / b["wall_s"]) if c else None,
+    }
     (HERE / "out").mkdir(exist_ok=True)
     (HERE / "out" / "results.json").write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))

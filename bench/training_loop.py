@@ -155,8 +155,15 @@ API_NAMES = {
     SYNC: "cudaStreamSynchronize_v3020",
 }
 # Mean CPU time of each token kind (ns): NVTX push/pop, API calls; python overhead is the gap.
-CPU_MEAN = {PUSH: 600, POP: 500, LAUNCH: 4_500, COPY_IN: 14_000, MEMSET_OP: 5_000,
-            COPY_OUT: 9_000, SYNC: 3_000}  # fmt: skip
+CPU_MEAN = {
+    PUSH: 600,
+    POP: 500,
+    LAUNCH: 4_500,
+    COPY_IN: 14_000,
+    MEMSET_OP: 5_000,
+    COPY_OUT: 9_000,
+    SYNC: 3_000,
+}
 GAP_MEAN = 3_000
 
 
@@ -284,5 +291,17 @@ def simulate(kernels: int, seed: int, layers: int = LAYERS) -> Run:
         sync_start = segs[2].at[i, -1]
         sync_end[i] = max(sync_start + segs[2].dur[i, -1], gpu_free + 3_000)
         t = sync_end[i] + 25_000
-    return Run(segs, iterations, ops, refs, api_segment, gpu_pos, gstart, gdur, sync_end,
-               iter_start, reads, backward)  # fmt: skip
+    return Run(
+        segs,
+        iterations,
+        ops,
+        refs,
+        api_segment,
+        gpu_pos,
+        gstart,
+        gdur,
+        sync_end,
+        iter_start,
+        reads,
+        backward,
+    )

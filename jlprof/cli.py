@@ -168,8 +168,9 @@ class _Say:
 
     def __call__(self, msg: str, at: str = "normal") -> None:
         if self.rank >= VERBOSITY.index(at):
-            print(f"[jlprof {time.perf_counter() - self.t0:6.2f}s] {msg}", file=sys.stderr,
-                  flush=True)  # fmt: skip
+            print(
+                f"[jlprof {time.perf_counter() - self.t0:6.2f}s] {msg}", file=sys.stderr, flush=True
+            )
 
 
 def _dump_model_data(prof, path: Path) -> Path:
@@ -203,34 +204,61 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     elif args.command:
         from jlprof.profiling import profile_command
 
-        db = profile_command(args.command, output=out, base_name=args.nsys_base_name,
-                             nsys_opts=args.nsys_opts, delay=args.delay, duration=args.duration,
-                             force=args.force, say=say)  # fmt: skip
+        db = profile_command(
+            args.command,
+            output=out,
+            base_name=args.nsys_base_name,
+            nsys_opts=args.nsys_opts,
+            delay=args.delay,
+            duration=args.duration,
+            force=args.force,
+            say=say,
+        )
     else:
-        raise JlprofError("nothing to analyse: give --database=FILE or a command to profile "
-                          "(e.g. jlprof python train.py).")  # fmt: skip
+        raise JlprofError(
+            "nothing to analyse: give --database=FILE or a command to profile "
+            "(e.g. jlprof python train.py)."
+        )
     say(f"loading {db}")
-    prof = load(db, key_node=args.key_node, iter_start=args.iter_start, iter_stop=args.iter_stop,
-                domains=args.domains, mode=args.mode, profile_name=args.profile_name,
-                progress=lambda m: say(m, "detailed"))  # fmt: skip
+    prof = load(
+        db,
+        key_node=args.key_node,
+        iter_start=args.iter_start,
+        iter_stop=args.iter_stop,
+        domains=args.domains,
+        mode=args.mode,
+        profile_name=args.profile_name,
+        progress=lambda m: say(m, "detailed"),
+    )
     it = prof.iterations
     if prof.key_node:
-        say(f"key node {prof.key_node!r}: {it.count} iterations; aggregating "
-            f"{prof.iter_start}..{prof.iter_stop}")  # fmt: skip
+        say(
+            f"key node {prof.key_node!r}: {it.count} iterations; aggregating "
+            f"{prof.iter_start}..{prof.iter_stop}"
+        )
     else:
         cands = ", ".join(prof.suggest_key_nodes(3)["op_name"]) or "none"
-        say("0 iterations found (no key node); the whole profile is one iteration. "
-            f"Candidates for --key_node: {cands}", "minimal")  # fmt: skip
+        say(
+            "0 iterations found (no key node); the whole profile is one iteration. "
+            f"Candidates for --key_node: {cands}",
+            "minimal",
+        )
     written = prof.write_reports(out, reports, args.formats, force=args.force)
     from jlprof.reports.writers import report_path
 
-    kept = [report_path(out, prof.profile_name, r, f) for r in reports for f in args.formats
-            if report_path(out, prof.profile_name, r, f) not in written]  # fmt: skip
+    kept = [
+        report_path(out, prof.profile_name, r, f)
+        for r in reports
+        for f in args.formats
+        if report_path(out, prof.profile_name, r, f) not in written
+    ]
     for w in written:
         say(f"wrote {w}")
     if kept:
-        say(f"kept {len(kept)} existing file(s) (e.g. {kept[0]}); use -f true to overwrite",
-            "minimal")  # fmt: skip
+        say(
+            f"kept {len(kept)} existing file(s) (e.g. {kept[0]}); use -f true to overwrite",
+            "minimal",
+        )
     if args.dump_model_data:
         target = out / f"{prof.profile_name}_model_data.json"
         if args.force or not target.exists():
@@ -239,8 +267,11 @@ def run(args: argparse.Namespace, say: _Say) -> int:
         say(f"saved jlprof database {prof.save(args.save_db)}")
     if say.rank >= VERBOSITY.index("normal"):
         s = prof.summary()
-        print(json.dumps({"Summary Report": s["Summary Report"], "Iterations": s["Iterations"]},
-                         indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {"Summary Report": s["Summary Report"], "Iterations": s["Iterations"]}, indent=2
+            )
+        )
     return 0
 
 

@@ -199,10 +199,12 @@ def test_names_are_string_ids(written: dict[FlavorName, Path]) -> None:
         "on s.id = r.nameId group by 1 order by 1"
     ).fetchall()
     assert api == [
-        ("cudaGraphLaunch_v10000", 3), ("cudaLaunchKernel_v7000", 9),
-        ("cudaMemcpyAsync_v3020", 3), ("cudaMemsetAsync_v3020", 3),
+        ("cudaGraphLaunch_v10000", 3),
+        ("cudaLaunchKernel_v7000", 9),
+        ("cudaMemcpyAsync_v3020", 3),
+        ("cudaMemsetAsync_v3020", 3),
         ("cudaStreamSynchronize_v3020", 3),
-    ]  # fmt: skip
+    ]
     # The 2021 flavor models old captures, which carry no mangled names.
     old = sqlite3.connect(written["2021"])
     mangled = old.execute("select count(mangledName) from CUPTI_ACTIVITY_KIND_KERNEL")

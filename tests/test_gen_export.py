@@ -34,15 +34,21 @@ def test_counts_and_one_launch_per_kernel(export: Path) -> None:
     (iterations,) = one(con, "select count(*) from NVTX_EVENTS where text = 'optimizer_step'")
     assert kernels == PER_ITERATION * iterations
     assert abs(kernels - KERNELS) <= PER_ITERATION
-    joined = one(con, """
+    joined = one(
+        con,
+        """
         select count(*), count(distinct k.rowid), count(distinct r.rowid),
                min(s.value), max(s.value)
         from CUPTI_ACTIVITY_KIND_KERNEL k join CUPTI_ACTIVITY_KIND_RUNTIME r
           on k.correlationId = r.correlationId and k.globalPid = (r.globalTid & 0xFFFFFFFFFF000000)
-        join StringIds s on s.id = r.nameId""")  # fmt: skip
+        join StringIds s on s.id = r.nameId""",
+    )
     assert joined == (kernels, kernels, kernels, "cudaLaunchKernel_v7000", "cudaLaunchKernel_v7000")
-    launches = one(con, "select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME r join StringIds s "
-                        "on s.id = r.nameId where s.value = 'cudaLaunchKernel_v7000'")  # fmt: skip
+    launches = one(
+        con,
+        "select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME r join StringIds s "
+        "on s.id = r.nameId where s.value = 'cudaLaunchKernel_v7000'",
+    )
     assert launches == (kernels,)
     # Correlation ids are handed out in call order and never repeat within the process.
     ids = [r[0] for r in con.execute("select correlationId from CUPTI_ACTIVITY_KIND_RUNTIME")]
@@ -67,19 +73,25 @@ def test_ranges_nest_and_contain_every_launch(export: Path) -> None:
         stack.append((tid, end))
         depth_by_thread[tid] = max(depth_by_thread.get(tid, 0), len(stack))
     assert sorted(depth_by_thread.values()) == [3, 4]  # autograd thread, main thread
-    outside = one(con, """
+    outside = one(
+        con,
+        """
         select count(*) from CUPTI_ACTIVITY_KIND_RUNTIME r join StringIds s on s.id = r.nameId
         where s.value = 'cudaLaunchKernel_v7000' and not exists (
           select 1 from NVTX_EVENTS e where e.eventType = 59 and e.globalTid = r.globalTid
-          and e.start <= r.start and r.end <= e.end)""")  # fmt: skip
+          and e.start <= r.start and r.end <= e.end)""",
+    )
     assert outside == (0,)
 
 
 def test_gpu_queue_is_causal_and_serial(export: Path) -> None:
     con = sqlite3.connect(export)
-    early = one(con, """
+    early = one(
+        con,
+        """
         select count(*) from CUPTI_ACTIVITY_KIND_KERNEL k join CUPTI_ACTIVITY_KIND_RUNTIME r
-        on k.correlationId = r.correlationId where k.start < r.start""")  # fmt: skip
+        on k.correlationId = r.correlationId where k.start < r.start""",
+    )
     assert early == (0,)
     work = con.execute(
         "select start, end from CUPTI_ACTIVITY_KIND_KERNEL union all "

@@ -82,8 +82,15 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
         idle = np.maximum(span - union, 0)
     else:
         idle = np.zeros(n, dtype=np.int64)
-    return InstanceMetrics(gpu_ns=gpu_ns, api_ns=api_ns, overhead_ns=overhead, idle_ns=idle,
-                           tc_gpu_ns=tc_gpu_ns, kernel_ns=kernel_ns, n_gpu=n_gpu)  # fmt: skip
+    return InstanceMetrics(
+        gpu_ns=gpu_ns,
+        api_ns=api_ns,
+        overhead_ns=overhead,
+        idle_ns=idle,
+        tc_gpu_ns=tc_gpu_ns,
+        kernel_ns=kernel_ns,
+        n_gpu=n_gpu,
+    )
 
 
 def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -91,8 +98,10 @@ def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
     key = np.asarray(key, dtype=np.int64)
     if len(key) == 0:
         names = [f"{c}_{f}" for c in cols for f in ("sum", "min", "max")] + ["calls"]
-        return pd.DataFrame({n: pd.Series([], dtype="int64") for n in names},
-                            index=pd.Index([], dtype="int64", name="key"))  # fmt: skip
+        return pd.DataFrame(
+            {n: pd.Series([], dtype="int64") for n in names},
+            index=pd.Index([], dtype="int64", name="key"),
+        )
     order = np.argsort(key)
     k = key[order]
     starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
@@ -129,8 +138,9 @@ class Cube:
         """Flattened figures per (group path, iteration)."""
         if self._group_iter is None:
             assert self.correlated is not None and self.metrics is not None
-            self._group_iter = _group_iter(self.correlated, self.metrics, self.iterations,
-                                           self.inst_iter, self.gpu_iter)  # fmt: skip
+            self._group_iter = _group_iter(
+                self.correlated, self.metrics, self.iterations, self.inst_iter, self.gpu_iter
+            )
         return self._group_iter
 
 
@@ -140,17 +150,27 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
     inst_iter = it.of(c.inst["start_ns"].to_numpy(np.int64))
     g = c.gpu
     g_api = g["api"].to_numpy(np.int64)
-    launch_t = np.where(g_api >= 0, c.api["start_ns"].to_numpy(np.int64)[np.maximum(g_api, 0)]
-                        if len(c.api) else 0, g["start_ns"].to_numpy(np.int64))  # fmt: skip
+    launch_t = np.where(
+        g_api >= 0,
+        c.api["start_ns"].to_numpy(np.int64)[np.maximum(g_api, 0)] if len(c.api) else 0,
+        g["start_ns"].to_numpy(np.int64),
+    )
     gpu_iter = it.of(launch_t) if len(g) else np.zeros(0, np.int64)
 
     op = c.inst["op"].to_numpy(np.int64)
     op_iter = _group_stats(
         op * n_it + inst_iter,
-        {"cpu": c.inst["cpu_ns"].to_numpy(np.int64), "gpu": m.gpu_ns, "api": m.api_ns,
-         "overhead": m.overhead_ns, "idle": m.idle_ns, "tc_gpu": m.tc_gpu_ns,
-         "kernel": m.kernel_ns, "n_gpu": m.n_gpu},
-    )  # fmt: skip
+        {
+            "cpu": c.inst["cpu_ns"].to_numpy(np.int64),
+            "gpu": m.gpu_ns,
+            "api": m.api_ns,
+            "overhead": m.overhead_ns,
+            "idle": m.idle_ns,
+            "tc_gpu": m.tc_gpu_ns,
+            "kernel": m.kernel_ns,
+            "n_gpu": m.n_gpu,
+        },
+    )
     op_iter.index = pd.MultiIndex.from_arrays(
         [op_iter.index.to_numpy() // n_it, op_iter.index.to_numpy() % n_it],
         names=["op", "iteration"],
@@ -158,24 +178,42 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
 
     kernel_iter = _kernel_iter(c, gpu_iter, n_it)
     time_iter = _time_iter(c, it)
-    return Cube(iterations=it, inst_iter=inst_iter, gpu_iter=gpu_iter, op_iter=op_iter,
-                kernel_iter=kernel_iter, time_iter=time_iter, correlated=c,
-                metrics=m)  # fmt: skip
+    return Cube(
+        iterations=it,
+        inst_iter=inst_iter,
+        gpu_iter=gpu_iter,
+        op_iter=op_iter,
+        kernel_iter=kernel_iter,
+        time_iter=time_iter,
+        correlated=c,
+        metrics=m,
+    )
 
 
 def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame:
     g = c.gpu
     if len(g) == 0:
         idx = pd.MultiIndex.from_arrays([[], [], []], names=["kernel", "op", "iteration"])
-        return pd.DataFrame(index=idx, columns=["calls", "gpu_sum", "gpu_min", "gpu_max",
-                                                "api_sum", "api_min", "api_max"], dtype="int64")  # fmt: skip
+        return pd.DataFrame(
+            index=idx,
+            columns=["calls", "gpu_sum", "gpu_min", "gpu_max", "api_sum", "api_min", "api_max"],
+            dtype="int64",
+        )
     kname = g["name"].cat.codes.to_numpy(np.int64)
-    op = np.where(g["inst"].to_numpy() >= 0,
-                  c.inst["op"].to_numpy(np.int64)[np.maximum(g["inst"].to_numpy(), 0)], NONE)  # fmt: skip
+    op = np.where(
+        g["inst"].to_numpy() >= 0,
+        c.inst["op"].to_numpy(np.int64)[np.maximum(g["inst"].to_numpy(), 0)],
+        NONE,
+    )
     n_ops = len(c.ops) + 1
     key = (kname * n_ops + (op + 1)) * n_it + gpu_iter
-    out = _group_stats(key, {"gpu": (g["end_ns"] - g["start_ns"]).to_numpy(np.int64),
-                             "api": g["api_share_ns"].to_numpy(np.int64)})  # fmt: skip
+    out = _group_stats(
+        key,
+        {
+            "gpu": (g["end_ns"] - g["start_ns"]).to_numpy(np.int64),
+            "api": g["api_share_ns"].to_numpy(np.int64),
+        },
+    )
     k = out.index.to_numpy()
     out.index = pd.MultiIndex.from_arrays(
         [k // n_it // n_ops, k // n_it % n_ops - 1, k % n_it], names=["kernel", "op", "iteration"]
@@ -276,19 +314,32 @@ def _group_iter(
     gi = g["inst"].to_numpy(np.int64)
     gsel = gi >= 0
     gpu, first, last = _flatten_to_groups(
-        inst_path[gi[gsel]], gpu_iter[gsel], g["start_ns"].to_numpy(np.int64)[gsel],
-        g["end_ns"].to_numpy(np.int64)[gsel], src, dst, keys, n_it,
-    )  # fmt: skip
+        inst_path[gi[gsel]],
+        gpu_iter[gsel],
+        g["start_ns"].to_numpy(np.int64)[gsel],
+        g["end_ns"].to_numpy(np.int64)[gsel],
+        src,
+        dst,
+        keys,
+        n_it,
+    )
     span = np.where(last > first, last - first, 0)
     # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on
     # one thread this equals their union; see docs/reports.md)
     api = np.bincount(kinv, weights=m.api_ns[r], minlength=nk).astype(np.int64)
-    out = pd.DataFrame({
-        "calls": calls, "cpu": cpu, "gpu": gpu, "api": api,
-        "overhead": np.maximum(cpu - api, 0), "idle": np.maximum(span - gpu, 0),
-        "tc_eligible_ops": n_elig, "tc_ops": n_tc,
-    }, index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it],
-                                        names=["group", "iteration"]))  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "calls": calls,
+            "cpu": cpu,
+            "gpu": gpu,
+            "api": api,
+            "overhead": np.maximum(cpu - api, 0),
+            "idle": np.maximum(span - gpu, 0),
+            "tc_eligible_ops": n_elig,
+            "tc_ops": n_tc,
+        },
+        index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it], names=["group", "iteration"]),
+    )
     return out
 
 
@@ -323,23 +374,30 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
         cats.append(intervals.merge(lane[sel], gs[sel], ge[sel]))
     # host categories apply to every lane: merge once, then replicate
     ops = c.ops
-    is_dl = (ops["op_type"].astype(str).str.contains(DATALOADER)
-             | ops["op_name"].astype(str).str.contains(DATALOADER)).to_numpy(bool)  # fmt: skip
+    is_dl = (
+        ops["op_type"].astype(str).str.contains(DATALOADER)
+        | ops["op_name"].astype(str).str.contains(DATALOADER)
+    ).to_numpy(bool)
     inst = c.inst
     real = ~inst["synthetic"].to_numpy(bool)
     dl = real & is_dl[inst["op"].to_numpy(np.int64)]
     host = [
         (inst["start_ns"].to_numpy(np.int64)[dl], inst["end_ns"].to_numpy(np.int64)[dl]),
         (c.trace.osrt["start_ns"].to_numpy(np.int64), c.trace.osrt["end_ns"].to_numpy(np.int64)),
-        (np.concatenate([inst["start_ns"].to_numpy(np.int64)[real],
-                         c.api["start_ns"].to_numpy(np.int64)]),
-         np.concatenate([inst["end_ns"].to_numpy(np.int64)[real],
-                         c.api["end_ns"].to_numpy(np.int64)])),
-    ]  # fmt: skip
+        (
+            np.concatenate(
+                [inst["start_ns"].to_numpy(np.int64)[real], c.api["start_ns"].to_numpy(np.int64)]
+            ),
+            np.concatenate(
+                [inst["end_ns"].to_numpy(np.int64)[real], c.api["end_ns"].to_numpy(np.int64)]
+            ),
+        ),
+    ]
     for s, e in host:
         _, ms, me = intervals.merge(np.zeros(len(s), np.int64), s, e)
-        cats.append((np.repeat(np.arange(n_lanes), len(ms)), np.tile(ms, n_lanes),
-                     np.tile(me, n_lanes)))  # fmt: skip
+        cats.append(
+            (np.repeat(np.arange(n_lanes), len(ms)), np.tile(ms, n_lanes), np.tile(me, n_lanes))
+        )
     n_it = it.count
     ngroups = n_lanes * n_it
     cum = np.zeros((len(cats) + 1, ngroups), dtype=np.int64)
@@ -352,11 +410,13 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
         acc_s.append(ps)
         acc_e.append(pe)
         # union of categories 0..k, merged again so the arrays stay small
-        gk, sk, ek = intervals.merge(np.concatenate(acc_l), np.concatenate(acc_s),
-                                     np.concatenate(acc_e))  # fmt: skip
+        gk, sk, ek = intervals.merge(
+            np.concatenate(acc_l), np.concatenate(acc_s), np.concatenate(acc_e)
+        )
         acc_l, acc_s, acc_e = [gk], [sk], [ek]
-        cum[k + 1] = np.bincount(gk, weights=(ek - sk).astype(np.float64),
-                                 minlength=ngroups).astype(np.int64)  # fmt: skip
+        cum[k + 1] = np.bincount(
+            gk, weights=(ek - sk).astype(np.float64), minlength=ngroups
+        ).astype(np.int64)
     parts = np.diff(cum, axis=0)
     wall = np.tile(it.durations_ns(), n_lanes)
     out = pd.DataFrame({name: parts[i] for i, name in enumerate(CATEGORIES)})

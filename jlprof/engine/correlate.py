@@ -190,9 +190,13 @@ def _paths(
             else:
                 codes[i] = intern(p - 1, str(op_names[o]).replace("/", "|"))
         code[rows] = codes[inv]
-    table = pd.DataFrame({"parent": np.asarray(t_parent, dtype=np.int64),
-                          "name": pd.Series(t_name, dtype=object),
-                          "path": pd.Series(t_path, dtype=object)})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "parent": np.asarray(t_parent, dtype=np.int64),
+            "name": pd.Series(t_name, dtype=object),
+            "path": pd.Series(t_path, dtype=object),
+        }
+    )
     depth_of = np.zeros(len(t_parent), dtype=np.int64)
     par_arr = table["parent"].to_numpy()
     for i in range(len(t_parent)):  # parents are always interned before children
@@ -241,11 +245,19 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             idx = pd.Index(lanes.loc[sel, "tid"].to_numpy())
             hit = idx.get_indexer(a_tid)
             q_lane = np.where(hit >= 0, sel.to_numpy()[np.maximum(hit, 0)], NONE)
-            c = _innermost(lane[nest_rows], r_start[nest_rows], r_end[nest_rows],
-                           _local_parent(r_parent, nest_rows), q_lane, a_start, a_end)  # fmt: skip
+            c = _innermost(
+                lane[nest_rows],
+                r_start[nest_rows],
+                r_end[nest_rows],
+                _local_parent(r_parent, nest_rows),
+                q_lane,
+                a_start,
+                a_end,
+            )
             c = np.where(c >= 0, nest_rows[np.maximum(c, 0)], NONE)
-            better = (c >= 0) & ((a_inst < 0) | (r_start[np.maximum(c, 0)] >
-                                                 r_start[np.maximum(a_inst, 0)]))  # fmt: skip
+            better = (c >= 0) & (
+                (a_inst < 0) | (r_start[np.maximum(c, 0)] > r_start[np.maximum(a_inst, 0)])
+            )
             a_inst[better] = c[better]
 
     # ---- GPU work -> API call: same correlationId in the same process
@@ -266,8 +278,9 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     # ---- synthetic unassociated instances
     n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
     a_dur = a_end - a_start
-    share = np.where(g_api >= 0, a_dur[np.maximum(g_api, 0)] /
-                     np.maximum(n_work[np.maximum(g_api, 0)], 1), 0)  # fmt: skip
+    share = np.where(
+        g_api >= 0, a_dur[np.maximum(g_api, 0)] / np.maximum(n_work[np.maximum(g_api, 0)], 1), 0
+    )
     g_inst = np.where(g_api >= 0, a_inst[np.maximum(g_api, 0)], NONE)
     un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
     un_gpu = np.flatnonzero(g_inst < 0)
@@ -296,10 +309,16 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     un_names = np.concatenate([api_names[un_api], gpu_names[un_gpu]]).astype(str)
     op_frames = [parsed[["op_name", "op_type", "direction", "op_id"]]]
     un_uniq, un_inv = np.unique(un_names, return_inverse=True)
-    op_frames.append(pd.DataFrame({
-        "op_name": [unassociated_name(s) for s in un_uniq], "op_type": un_uniq,
-        "direction": "", "op_id": [unassociated_name(s) for s in un_uniq],
-    }))  # fmt: skip
+    op_frames.append(
+        pd.DataFrame(
+            {
+                "op_name": [unassociated_name(s) for s in un_uniq],
+                "op_type": un_uniq,
+                "direction": "",
+                "op_id": [unassociated_name(s) for s in un_uniq],
+            }
+        )
+    )
     all_ops = pd.concat(op_frames, ignore_index=True)
     op_code, ops_uniq = pd.factorize(
         pd.MultiIndex.from_frame(all_ops[["op_name", "op_type", "direction", "op_id"]])
@@ -309,8 +328,9 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
     ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
     text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    inst_op = np.concatenate([op_code[: len(parsed)][text_code],
-                              op_code[len(parsed):][un_inv]]).astype(np.int64)  # fmt: skip
+    inst_op = np.concatenate(
+        [op_code[: len(parsed)][text_code], op_code[len(parsed) :][un_inv]]
+    ).astype(np.int64)
 
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
@@ -318,23 +338,29 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     op_abs[op_code[: len(parsed)]] = parsed["abs_path"].to_numpy(object)
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
-    cpu_ns = np.concatenate([
-        r_end - r_start, a_dur[un_api], np.where(ug_has, share[un_gpu], 0).astype(np.int64),
-    ]).astype(np.int64)  # fmt: skip
-    tid = np.concatenate([r_tid, a_tid[un_api],
-                          np.where(ug_has, a_tid[np.maximum(ug_api, 0)], -1)])  # fmt: skip
-    inst = pd.DataFrame({
-        "start_ns": np.concatenate([r_start, a_start[un_api], u_start]),
-        "end_ns": np.concatenate([r_end, a_end[un_api], u_end]),
-        "cpu_ns": cpu_ns,
-        "global_tid": tid,
-        "op": inst_op,
-        "parent": inst_parent,
-        "path": path_code,
-        "synthetic": np.arange(n_inst) >= n_r,
-        "event_type": np.concatenate([nv["event_type"].to_numpy(np.int64),
-                                      np.zeros(n_inst - n_r, np.int64)]),
-    })  # fmt: skip
+    cpu_ns = np.concatenate(
+        [
+            r_end - r_start,
+            a_dur[un_api],
+            np.where(ug_has, share[un_gpu], 0).astype(np.int64),
+        ]
+    ).astype(np.int64)
+    tid = np.concatenate([r_tid, a_tid[un_api], np.where(ug_has, a_tid[np.maximum(ug_api, 0)], -1)])
+    inst = pd.DataFrame(
+        {
+            "start_ns": np.concatenate([r_start, a_start[un_api], u_start]),
+            "end_ns": np.concatenate([r_end, a_end[un_api], u_end]),
+            "cpu_ns": cpu_ns,
+            "global_tid": tid,
+            "op": inst_op,
+            "parent": inst_parent,
+            "path": path_code,
+            "synthetic": np.arange(n_inst) >= n_r,
+            "event_type": np.concatenate(
+                [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
+            ),
+        }
+    )
 
     api["inst"] = a_inst
     api["global_pid"] = a_tid & GLOBAL_PID_MASK
@@ -350,10 +376,20 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         times += [trace.osrt["start_ns"].to_numpy(), trace.osrt["end_ns"].to_numpy()]
     t_first = int(min(a.min() for a in times)) if times else 0
     t_last = int(max(a.max() for a in times)) if times else 0
-    return Correlated(trace=trace, inst=inst, ops=ops, paths=paths, api=api, gpu=gpu,
-                      t_first_ns=t_first, t_last_ns=t_last, nvtx=nv, range_lane=lane,
-                      lane_tid=np.asarray(lane_tid, np.int64),
-                      lane_dom=np.asarray(lane_dom, np.int64))  # fmt: skip
+    return Correlated(
+        trace=trace,
+        inst=inst,
+        ops=ops,
+        paths=paths,
+        api=api,
+        gpu=gpu,
+        t_first_ns=t_first,
+        t_last_ns=t_last,
+        nvtx=nv,
+        range_lane=lane,
+        lane_tid=np.asarray(lane_tid, np.int64),
+        lane_dom=np.asarray(lane_dom, np.int64),
+    )
 
 
 def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:

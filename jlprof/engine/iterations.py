@@ -104,9 +104,13 @@ def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
     # how early in the profile the first instance comes, relative to the period
     period = (stats["last"] - stats["first"]) / (stats["calls"] - 1).clip(lower=1)
     lead = ((stats["first"] - c.t_first_ns) / period.replace(0, np.nan)).fillna(1.0).clip(0, 1)
-    depth = pd.Series(inst["parent"].to_numpy() >= 0, index=inst.index).groupby(
-        inst["op"]
-    ).mean().reindex(stats.index).fillna(0)  # fmt: skip
+    depth = (
+        pd.Series(inst["parent"].to_numpy() >= 0, index=inst.index)
+        .groupby(inst["op"])
+        .mean()
+        .reindex(stats.index)
+        .fillna(0)
+    )
     stats["score"] = (
         np.log1p(stats["calls"])
         / (1.0 + 4.0 * stats["period_cv"])
@@ -114,11 +118,13 @@ def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
         * (1.0 - 0.2 * depth)
     )
     ops = c.ops.loc[stats.index]
-    out = pd.DataFrame({
-        "op_name": ops["op_name"].to_numpy(),
-        "op_id": ops["op_id"].to_numpy(),
-        "calls": stats["calls"].to_numpy(np.int64),
-        "period_cv": stats["period_cv"].round(3).to_numpy(),
-        "score": stats["score"].round(3).to_numpy(),
-    })  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "op_name": ops["op_name"].to_numpy(),
+            "op_id": ops["op_id"].to_numpy(),
+            "calls": stats["calls"].to_numpy(np.int64),
+            "period_cv": stats["period_cv"].round(3).to_numpy(),
+            "score": stats["score"].round(3).to_numpy(),
+        }
+    )
     return out.sort_values(["score", "calls"], ascending=False).head(limit).reset_index(drop=True)

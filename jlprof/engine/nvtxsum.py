@@ -39,8 +39,9 @@ def kernel_range_pairs(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
         sel = np.flatnonzero(c.lane_dom == d)
         hit = pd.Index(c.lane_tid[sel]).get_indexer(a_tid)
         q_lane = np.where(hit >= 0, sel[np.maximum(hit, 0)], NONE)
-        cand = _innermost(lane[rows], r_start[rows], r_end[rows], local_parent, q_lane,
-                          a_start, a_end)  # fmt: skip
+        cand = _innermost(
+            lane[rows], r_start[rows], r_end[rows], local_parent, q_lane, a_start, a_end
+        )
         cur = cand
         idx = np.arange(len(kern))
         while True:
@@ -62,8 +63,21 @@ def kernel_range_pairs(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
 
 def range_kernel_summary(c: Correlated) -> pd.DataFrame:
     """Rows like nvtxkernsum: NVTX Range, Style, PID, TID, NVTX Inst, Kern Inst, Total Time …"""
-    cols = ["NVTX Range", "Style", "PID", "TID", "NVTX Inst", "Kern Inst", "Total Time (ns)",
-            "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Kernel Name"]  # fmt: skip
+    cols = [
+        "NVTX Range",
+        "Style",
+        "PID",
+        "TID",
+        "NVTX Inst",
+        "Kern Inst",
+        "Total Time (ns)",
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+        "Kernel Name",
+    ]
     k, r = kernel_range_pairs(c)
     nv = c.nvtx
     if len(k) == 0:
@@ -75,25 +89,52 @@ def range_kernel_summary(c: Correlated) -> pd.DataFrame:
     text = nv["text"].astype(object).to_numpy()[r]
     name = np.where(dom != "", dom + ":" + text.astype(str), text)
     etype = nv["event_type"].to_numpy(np.int64)[r]
-    style = np.where(np.isin(etype, (schema.NVTX_PUSH_POP, schema.NVTXT_PUSH_POP)), "PushPop",
-                     "StartEnd")  # fmt: skip
+    style = np.where(
+        np.isin(etype, (schema.NVTX_PUSH_POP, schema.NVTXT_PUSH_POP)), "PushPop", "StartEnd"
+    )
     tid = nv["global_tid"].to_numpy(np.int64)[r]
-    df = pd.DataFrame({
-        "NVTX Range": name, "Style": style, "PID": (tid >> 24) & 0xFFFFFF, "TID": tid & 0xFFFFFF,
-        "range": r, "kernel": k,
-        "dur": (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)[k],
-        "Kernel Name": g["long_name"].astype(object).to_numpy()[k],
-    })  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "NVTX Range": name,
+            "Style": style,
+            "PID": (tid >> 24) & 0xFFFFFF,
+            "TID": tid & 0xFFFFFF,
+            "range": r,
+            "kernel": k,
+            "dur": (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)[k],
+            "Kernel Name": g["long_name"].astype(object).to_numpy()[k],
+        }
+    )
     grp = df.groupby(["PID", "TID", "NVTX Range", "Style", "Kernel Name"], sort=False)
     out = grp.agg(
-        nvtx_inst=("range", "nunique"), kern_inst=("kernel", "nunique"), total=("dur", "sum"),
-        avg=("dur", "mean"), med=("dur", "median"), mn=("dur", "min"), mx=("dur", "max"),
+        nvtx_inst=("range", "nunique"),
+        kern_inst=("kernel", "nunique"),
+        total=("dur", "sum"),
+        avg=("dur", "mean"),
+        med=("dur", "median"),
+        mn=("dur", "min"),
+        mx=("dur", "max"),
         sd=("dur", "std"),
-    ).reset_index()  # fmt: skip
-    out.columns = ["PID", "TID", "NVTX Range", "Style", "Kernel Name", "NVTX Inst", "Kern Inst",
-                   "Total Time (ns)", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
-                   "StdDev (ns)"]  # fmt: skip
+    ).reset_index()
+    out.columns = [
+        "PID",
+        "TID",
+        "NVTX Range",
+        "Style",
+        "Kernel Name",
+        "NVTX Inst",
+        "Kern Inst",
+        "Total Time (ns)",
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+    ]
     out["StdDev (ns)"] = out["StdDev (ns)"].fillna(0.0)
-    out = out.sort_values(["NVTX Range", "PID", "TID", "Total Time (ns)"],
-                          ascending=[True, True, True, False], kind="stable")  # fmt: skip
+    out = out.sort_values(
+        ["NVTX Range", "PID", "TID", "Total Time (ns)"],
+        ascending=[True, True, True, False],
+        kind="stable",
+    )
     return out[cols].reset_index(drop=True)

@@ -56,8 +56,9 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     """
     rows = [_parse_one(str(t)) for t in texts]
     df = pd.DataFrame(rows, columns=["op_name", "op_type", "direction", "abs_path"])
-    df["op_id"] = np.where(df["direction"] != "", df["op_name"] + ":" + df["direction"],
-                           df["op_name"])  # fmt: skip
+    df["op_id"] = np.where(
+        df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
+    )
     return df
 
 

@@ -29,8 +29,16 @@ from jlprof.errors import AnalysisError
 # Tried in order when no key node is given: DLProf's default, then jlprof.torch's range.
 DEFAULT_KEY_NODES = (DEFAULT_KEY_NODE, "optimizer_step")
 MODES = ("simple", "pytorch", "tensorflow1", "tensorflow2", "tensorrt")
-REPORTS = ("summary", "detail", "iteration", "kernel", "tensor", "op_type", "group_node",
-           "expert_systems")  # fmt: skip
+REPORTS = (
+    "summary",
+    "detail",
+    "iteration",
+    "kernel",
+    "tensor",
+    "op_type",
+    "group_node",
+    "expert_systems",
+)
 
 
 class Profile:
@@ -236,7 +244,8 @@ class Profile:
         kn = h["key_node"] or "none found"
         return (
             f"<jlprof.Profile {Path(h['source']).name}: key node {kn}, {h['iterations']} "
-            f"iterations, range {h['range'][0]}..{h['range'][1]}, wall {h['wall_ns'] / 1e6:.1f} ms, "
+            f"iterations, range {h['range'][0]}..{h['range'][1]}, "
+            f"wall {h['wall_ns'] / 1e6:.1f} ms, "
             f"GPU util {h['gpu_util_pct']:.1f}%, TC util {h['tc_util_pct']:.1f}%>"
         )
 
@@ -267,9 +276,16 @@ def load(
 
         path = ensure_sqlite(path)
     trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
-    return Profile(trace, key_node=key_node, iter_start=iter_start, iter_stop=iter_stop,
-                   domains=domains, mode=mode, profile_name=profile_name,
-                   progress=progress)  # fmt: skip
+    return Profile(
+        trace,
+        key_node=key_node,
+        iter_start=iter_start,
+        iter_stop=iter_stop,
+        domains=domains,
+        mode=mode,
+        profile_name=profile_name,
+        progress=progress,
+    )
 
 
 __all__ = ["DEFAULT_KEY_NODES", "MODES", "REPORTS", "Profile", "load", "np"]

@@ -32,8 +32,24 @@ from jlprof.engine.trace import (
 from jlprof.errors import InputError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-IO_CALLS = ("fread", "fwrite", "read", "write", "pread", "pwrite", "pread64", "pwrite64",
-            "readv", "writev", "preadv", "pwritev", "fgets", "fputs", "getc", "putc")  # fmt: skip
+IO_CALLS = (
+    "fread",
+    "fwrite",
+    "read",
+    "write",
+    "pread",
+    "pwrite",
+    "pread64",
+    "pwrite64",
+    "readv",
+    "writev",
+    "preadv",
+    "pwritev",
+    "fgets",
+    "fputs",
+    "getc",
+    "putc",
+)
 _IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
 
 Progress = Callable[[str], None]
@@ -106,7 +122,9 @@ class _Fetcher:
                 self.cx = connectorx
             except ImportError:
                 if use_connectorx:
-                    raise InputError("connectorx is not installed: pip install 'jlprof[fast]'")
+                    raise InputError(
+                        "connectorx is not installed: pip install 'jlprof[fast]'"
+                    ) from None
 
     def frame(self, sql: str, names: list[str]) -> pd.DataFrame:
         if self.cx is not None:
@@ -160,12 +178,26 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {name_sql}, {long_sql}, "
             + ", ".join(
                 _sel(a, c, "0") for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
-            )  # fmt: skip
+            )
             + f", {_sel(a, 'graphNodeId')} FROM {kt}"
         )
-        names = ["start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid",
-                 "name_id", "long_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
-                 "block_z", "graph_node_id"]  # fmt: skip
+        names = [
+            "start_ns",
+            "end_ns",
+            "device_id",
+            "stream_id",
+            "correlation_id",
+            "global_pid",
+            "name_id",
+            "long_id",
+            "grid_x",
+            "grid_y",
+            "grid_z",
+            "block_x",
+            "block_y",
+            "block_z",
+            "graph_node_id",
+        ]
         df = f.frame(sql, names)
         if len(df):
             df["name"] = strings.categorical(_int(df, "name_id"), "<unknown kernel>")
@@ -173,8 +205,10 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             df["kind"] = _const_cat("kernel", len(df))
             df["bytes"] = 0
             parts.append(df.drop(columns=["name_id", "long_id"]))
-    for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
-                        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):  # fmt: skip
+    for table, kind in (
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"),
+    ):
         if table not in tabs:
             continue
         a = schema.columns(f.conn, table)
@@ -184,17 +218,33 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {_sel(a, 'bytes')}, "
             f"{kind_sql}, {_sel(a, 'graphNodeId')} FROM {table}"
         )
-        names = ["start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid",
-                 "bytes", "copy_kind", "graph_node_id"]  # fmt: skip
+        names = [
+            "start_ns",
+            "end_ns",
+            "device_id",
+            "stream_id",
+            "correlation_id",
+            "global_pid",
+            "bytes",
+            "copy_kind",
+            "graph_node_id",
+        ]
         df = f.frame(sql, names)
         if not len(df):
             continue
         if kind == "memcpy":
             ck = _int(df, "copy_kind")
-            labels = np.array([schema.MEMCPY_KIND_NAMES.get(int(k), "[CUDA memcpy Unknown]")
-                               for k in np.unique(ck)], dtype=object)  # fmt: skip
-            name = pd.Categorical.from_codes(np.searchsorted(np.unique(ck), ck).astype(np.int32),
-                                             categories=pd.Index(labels, dtype=object))  # fmt: skip
+            labels = np.array(
+                [
+                    schema.MEMCPY_KIND_NAMES.get(int(k), "[CUDA memcpy Unknown]")
+                    for k in np.unique(ck)
+                ],
+                dtype=object,
+            )
+            name = pd.Categorical.from_codes(
+                np.searchsorted(np.unique(ck), ck).astype(np.int32),
+                categories=pd.Index(labels, dtype=object),
+            )
         else:
             name = _const_cat(schema.MEMSET_NAME, len(df))
         df["name"] = name
@@ -230,8 +280,10 @@ def _concat_cats(cats: list[pd.Categorical]) -> pd.Categorical:
         k = len(c.categories)
         codes.append(remap[off : off + k][np.asarray(c.codes)])
         off += k
-    return pd.Categorical.from_codes(np.concatenate(codes).astype(np.int32),
-                                     categories=pd.Index(np.asarray(uniq, object), dtype=object))  # fmt: skip
+    return pd.Categorical.from_codes(
+        np.concatenate(codes).astype(np.int32),
+        categories=pd.Index(np.asarray(uniq, object), dtype=object),
+    )
 
 
 def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
@@ -243,14 +295,22 @@ def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame
         f"SELECT start, end, {_sel(a, 'globalTid')}, {_sel(a, 'correlationId', '-1')}, "
         f"{_sel(a, 'nameId', '-1')}, {_sel(a, 'eventClass')} FROM {t}"
     )
-    df = f.frame(sql, ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id",
-                       "event_class"])  # fmt: skip
+    df = f.frame(
+        sql, ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id", "event_class"]
+    )
     codes, uniq = pd.factorize(_int(df, "name_id"), sort=False)
-    stripped = np.array([schema.strip_api_suffix(str(x)) for x in
-                         strings.lookup(np.asarray(uniq, np.int64), "<unknown api>")], dtype=object)  # fmt: skip
+    stripped = np.array(
+        [
+            schema.strip_api_suffix(str(x))
+            for x in strings.lookup(np.asarray(uniq, np.int64), "<unknown api>")
+        ],
+        dtype=object,
+    )
     name_codes, cats = pd.factorize(stripped, sort=False)
-    df["name"] = pd.Categorical.from_codes(np.asarray(name_codes, np.int32)[codes],
-                                           categories=pd.Index(np.asarray(cats, object), dtype=object))  # fmt: skip
+    df["name"] = pd.Categorical.from_codes(
+        np.asarray(name_codes, np.int32)[codes],
+        categories=pd.Index(np.asarray(cats, object), dtype=object),
+    )
     for c in ("start_ns", "end_ns", "global_tid", "correlation_id", "event_class"):
         df[c] = _int(df, c)
     return df[API_COLUMNS]
@@ -265,21 +325,39 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
     a = schema.columns(f.conn, t)
     types = (*schema.NVTX_RANGE_TYPES, schema.NVTX_MARK, schema.NVTX_DOMAIN_CREATE)
     sql = (
-        f"SELECT start, coalesce(end, -1), {_sel(a, 'globalTid')}, {_sel(a, 'endGlobalTid', '-1')}, "
+        f"SELECT start, coalesce(end, -1), {_sel(a, 'globalTid')}, "
+        f"{_sel(a, 'endGlobalTid', '-1')}, "
         f"eventType, {_sel(a, 'domainId')}, {_sel(a, 'textId', '-1')}, "
         f"{'text' if 'text' in a else 'NULL'}, "
         f"{_sel(a, 'int64Value', '0')}, {_sel(a, 'doubleValue', '0.0')} "
         f"FROM {t} WHERE eventType IN ({','.join(str(x) for x in types)})"
     )
-    names = ["start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain_id",
-             "text_id", "text_inline", "int64_value", "double_value"]  # fmt: skip
+    names = [
+        "start_ns",
+        "end_ns",
+        "global_tid",
+        "end_global_tid",
+        "event_type",
+        "domain_id",
+        "text_id",
+        "text_inline",
+        "int64_value",
+        "double_value",
+    ]
     df = f.frame(sql, names)
     if not len(df):
         return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
             MARK_COLUMNS, ("domain", "text")
         )
-    for c in ("start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain_id",
-              "text_id"):  # fmt: skip
+    for c in (
+        "start_ns",
+        "end_ns",
+        "global_tid",
+        "end_global_tid",
+        "event_type",
+        "domain_id",
+        "text_id",
+    ):
         df[c] = _int(df, c)
     text = _nvtx_text(df["text_inline"], df["text_id"].to_numpy(), strings)
     etype = df["event_type"].to_numpy()
@@ -302,23 +380,28 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
     is_range = np.isin(etype, schema.NVTX_RANGE_TYPES)
     end_ns = df["end_ns"].to_numpy().copy()
     end_ns[is_range & (end_ns < 0)] = last  # open ranges closed at the last NVTX time
-    rng = pd.DataFrame({
-        "start_ns": df["start_ns"].to_numpy()[is_range], "end_ns": end_ns[is_range],
-        "global_tid": df["global_tid"].to_numpy()[is_range],
-        "end_global_tid": df["end_global_tid"].to_numpy()[is_range],
-        "event_type": etype[is_range],
-        "domain": domain[is_range].remove_unused_categories(),
-        "text": text[is_range].remove_unused_categories(),
-    })  # fmt: skip
+    rng = pd.DataFrame(
+        {
+            "start_ns": df["start_ns"].to_numpy()[is_range],
+            "end_ns": end_ns[is_range],
+            "global_tid": df["global_tid"].to_numpy()[is_range],
+            "end_global_tid": df["end_global_tid"].to_numpy()[is_range],
+            "event_type": etype[is_range],
+            "domain": domain[is_range].remove_unused_categories(),
+            "text": text[is_range].remove_unused_categories(),
+        }
+    )
     is_mark = etype == schema.NVTX_MARK
-    marks = pd.DataFrame({
-        "ts_ns": df["start_ns"].to_numpy()[is_mark],
-        "global_tid": df["global_tid"].to_numpy()[is_mark],
-        "domain": domain[is_mark].remove_unused_categories(),
-        "text": text[is_mark].remove_unused_categories(),
-        "int64_value": df["int64_value"].to_numpy()[is_mark],
-        "double_value": df["double_value"].to_numpy()[is_mark],
-    })  # fmt: skip
+    marks = pd.DataFrame(
+        {
+            "ts_ns": df["start_ns"].to_numpy()[is_mark],
+            "global_tid": df["global_tid"].to_numpy()[is_mark],
+            "domain": domain[is_mark].remove_unused_categories(),
+            "text": text[is_mark].remove_unused_categories(),
+            "int64_value": df["int64_value"].to_numpy()[is_mark],
+            "double_value": df["double_value"].to_numpy()[is_mark],
+        }
+    )
     return rng[NVTX_COLUMNS], marks[MARK_COLUMNS]
 
 
@@ -343,13 +426,15 @@ def _nvtx_text(inline: pd.Series, text_id: np.ndarray, strings: StringTable) -> 
     if not has_id.any():
         return cat
     reg = strings.categorical(text_id[has_id])
-    both = np.concatenate([np.asarray(cat.categories, dtype=object),
-                           np.asarray(reg.categories, dtype=object)])  # fmt: skip
+    both = np.concatenate(
+        [np.asarray(cat.categories, dtype=object), np.asarray(reg.categories, dtype=object)]
+    )
     remap, cats = pd.factorize(both, sort=False)
     codes = remap[: len(cat.categories)][np.asarray(cat.codes)]
     codes[has_id] = remap[len(cat.categories) :][np.asarray(reg.codes)]
-    return pd.Categorical.from_codes(codes.astype(np.int32),
-                                     categories=pd.Index(np.asarray(cats, object), dtype=object))  # fmt: skip
+    return pd.Categorical.from_codes(
+        codes.astype(np.int32), categories=pd.Index(np.asarray(cats, object), dtype=object)
+    )
 
 
 def _read_osrt(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
@@ -357,8 +442,11 @@ def _read_osrt(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFram
     t = "OSRT_API"
     if t not in tabs or len(strings.ids) == 0:
         return empty_frame(OSRT_COLUMNS, ("name",))
-    io_ids = [int(i) for i, v in zip(strings.ids, strings.values, strict=True)
-              if isinstance(v, str) and _IO_NAME.match(v)]  # fmt: skip
+    io_ids = [
+        int(i)
+        for i, v in zip(strings.ids, strings.values, strict=True)
+        if isinstance(v, str) and _IO_NAME.match(v)
+    ]
     if not io_ids:
         return empty_frame(OSRT_COLUMNS, ("name",))
     marks = ",".join("?" * len(io_ids))
@@ -455,8 +543,17 @@ def read_trace(
     warnings = []
     if not len(gpu) and not len(nvtx) and not len(api):
         warnings.append("the export holds no CUDA, NVTX or API events")
-    return Trace(gpu=gpu, api=api, nvtx=nvtx, marks=marks, osrt=osrt, gpus=gpus, meta=meta,
-                 source=path, warnings=warnings)  # fmt: skip
+    return Trace(
+        gpu=gpu,
+        api=api,
+        nvtx=nvtx,
+        marks=marks,
+        osrt=osrt,
+        gpus=gpus,
+        meta=meta,
+        source=path,
+        warnings=warnings,
+    )
 
 
 __all__ = ["GLOBAL_PID_MASK", "StringTable", "check_database", "read_trace"]

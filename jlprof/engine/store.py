@@ -41,15 +41,23 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
     import pyarrow.feather as feather
 
     path = Path(path)
-    manifest = {"format": FORMAT, "version": VERSION, "meta": trace.meta,
-                "source": str(trace.source or ""), "warnings": trace.warnings}  # fmt: skip
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "meta": trace.meta,
+        "source": str(trace.source or ""),
+        "warnings": trace.warnings,
+    }
     tmp = path.with_suffix(path.suffix + ".tmp")
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
         z.writestr("manifest.json", json.dumps(manifest))
         for name in FRAMES:
             buf = io.BytesIO()
-            feather.write_feather(pa.Table.from_pandas(getattr(trace, name), preserve_index=False),
-                                  buf, compression="uncompressed")  # fmt: skip
+            feather.write_feather(
+                pa.Table.from_pandas(getattr(trace, name), preserve_index=False),
+                buf,
+                compression="uncompressed",
+            )
             z.writestr(f"{name}.arrow", buf.getvalue())
     tmp.replace(path)
     return path
@@ -74,17 +82,26 @@ def load_trace(path: str | Path) -> Trace:
             for name in FRAMES:
                 frames[name] = feather.read_table(io.BytesIO(z.read(f"{name}.arrow"))).to_pandas()
     except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
-        raise InputError(f"{path}: damaged jlprof database ({exc}). Re-create it with "
-                         "`jlprof --database EXPORT.sqlite --save_db ...`.") from exc  # fmt: skip
+        raise InputError(
+            f"{path}: damaged jlprof database ({exc}). Re-create it with "
+            "`jlprof --database EXPORT.sqlite --save_db ...`."
+        ) from exc
     for name in ("gpu", "api", "nvtx", "marks", "osrt"):
         df = frames[name]
         for col in df.columns:
             if df[col].dtype == object or str(df[col].dtype).startswith(("str", "string")):
                 df[col] = df[col].astype(object).astype("category")
-    return Trace(gpu=frames["gpu"], api=frames["api"], nvtx=frames["nvtx"], marks=frames["marks"],
-                 osrt=frames["osrt"], gpus=frames["gpus"], meta=dict(manifest.get("meta", {})),
-                 source=Path(manifest.get("source") or path),
-                 warnings=list(manifest.get("warnings", [])))  # fmt: skip
+    return Trace(
+        gpu=frames["gpu"],
+        api=frames["api"],
+        nvtx=frames["nvtx"],
+        marks=frames["marks"],
+        osrt=frames["osrt"],
+        gpus=frames["gpus"],
+        meta=dict(manifest.get("meta", {})),
+        source=Path(manifest.get("source") or path),
+        warnings=list(manifest.get("warnings", [])),
+    )
 
 
 def read_any(path: str | Path, **kw) -> Trace:

@@ -46,14 +46,34 @@ import pandas as pd
 GLOBAL_PID_MASK = -(1 << 24)  # 0xFFFFFFFFFF000000 as a signed int64, for numpy
 
 GPU_COLUMNS = [
-    "kind", "start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid",
-    "name", "long_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-    "bytes", "graph_node_id",
-]  # fmt: skip
+    "kind",
+    "start_ns",
+    "end_ns",
+    "device_id",
+    "stream_id",
+    "correlation_id",
+    "global_pid",
+    "name",
+    "long_name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "bytes",
+    "graph_node_id",
+]
 API_COLUMNS = ["start_ns", "end_ns", "global_tid", "correlation_id", "name", "event_class"]
 NVTX_COLUMNS = [
-    "start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain", "text",
-]  # fmt: skip
+    "start_ns",
+    "end_ns",
+    "global_tid",
+    "end_global_tid",
+    "event_type",
+    "domain",
+    "text",
+]
 MARK_COLUMNS = ["ts_ns", "global_tid", "domain", "text", "int64_value", "double_value"]
 OSRT_COLUMNS = ["start_ns", "end_ns", "global_tid", "name"]
 GPU_INFO_COLUMNS = ["gpu_id", "cu_device", "name", "sm_count", "compute_major", "compute_minor"]

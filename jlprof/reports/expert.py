@@ -54,18 +54,31 @@ def bad_iteration_range(p: Profile, lo: int, hi: int) -> list[Finding]:
                 best_len, best = i - run_start, (lo + run_start, lo + i - 1)
             run_start = None
     outliers = [int(lo + i) for i in np.flatnonzero(~steady)][:10]
-    ev = {"iteration_cv": round(cv, 3), "median_iteration_ns": int(med), "outliers": outliers,
-          "outlier_ns": [int(dur[i - lo]) for i in outliers]}  # fmt: skip
+    ev = {
+        "iteration_cv": round(cv, 3),
+        "median_iteration_ns": int(med),
+        "outliers": outliers,
+        "outlier_ns": [int(dur[i - lo]) for i in outliers],
+    }
     if best_len >= 2:
-        rec = (f"Try limiting the iteration range to a steady range by rerunning with "
-               f"--database and setting --iter_start={best[0]} --iter_stop={best[1]}")  # fmt: skip
+        rec = (
+            f"Try limiting the iteration range to a steady range by rerunning with "
+            f"--database and setting --iter_start={best[0]} --iter_stop={best[1]}"
+        )
         action = {"set_range": [best[0], best[1]]}
     else:
         rec = "No steady run of iterations was found; profile more iterations (e.g. 20-50)."
         action = None
-    return [Finding("Bad Iteration Range Detector",
-                    f"The aggregated iteration range of {lo} to {hi} contains a lot of variation "
-                    f"(iteration time CV {cv:.0%}).", rec, ev, action)]  # fmt: skip
+    return [
+        Finding(
+            "Bad Iteration Range Detector",
+            f"The aggregated iteration range of {lo} to {hi} contains a lot of variation "
+            f"(iteration time CV {cv:.0%}).",
+            rec,
+            ev,
+            action,
+        )
+    ]
 
 
 def no_iterations(p: Profile, lo: int, hi: int) -> list[Finding]:
@@ -74,15 +87,23 @@ def no_iterations(p: Profile, lo: int, hi: int) -> list[Finding]:
         return []
     cands = p.suggest_key_nodes(3)
     names = list(cands["op_name"])
-    rec = ("Specify a key node that runs once per iteration with --key_node"
-           + (f", e.g. --key_node={names[0]} (candidates: {', '.join(names)})." if names else
-              "; annotate each training step with an NVTX range (e.g. optimizer_step)."))  # fmt: skip
+    rec = "Specify a key node that runs once per iteration with --key_node" + (
+        f", e.g. --key_node={names[0]} (candidates: {', '.join(names)})."
+        if names
+        else "; annotate each training step with an NVTX range (e.g. optimizer_step)."
+    )
     ev = {"candidates": cands.to_dict(orient="records")}
     action = {"set_key_node": names[0]} if names else None
-    return [Finding("No Iteration Detector",
-                    "No iterations were found: the key node is unspecified or not in the profile "
-                    "(the default global_step / optimizer_step ranges are absent).",
-                    rec, ev, action)]  # fmt: skip
+    return [
+        Finding(
+            "No Iteration Detector",
+            "No iterations were found: the key node is unspecified or not in the profile "
+            "(the default global_step / optimizer_step ranges are absent).",
+            rec,
+            ev,
+            action,
+        )
+    ]
 
 
 def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
@@ -96,8 +117,11 @@ def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
     avg = float(util.mean())
     if avg >= LOW_UTIL_PCT and not unused:
         return []
-    ev = {"gpu_utilization_pct": {labels[i]: round(float(u), 2) for i, u in enumerate(util)},
-          "average_pct": round(avg, 2), "unused_gpus": unused}  # fmt: skip
+    ev = {
+        "gpu_utilization_pct": {labels[i]: round(float(u), 2) for i, u in enumerate(util)},
+        "average_pct": round(avg, 2),
+        "unused_gpus": unused,
+    }
     parts = []
     if avg < LOW_UTIL_PCT:
         parts.append(f"GPU utilization is {avg:.1f}% (below {LOW_UTIL_PCT:.0f}%)")
@@ -122,14 +146,21 @@ def imbalanced_gpus(p: Profile, lo: int, hi: int) -> list[Finding]:
     spread = float(util.max() - util.min())
     if spread <= IMBALANCE_PCT:
         return []
-    ev = {"gpu_utilization_pct": {labels[i]: round(float(u), 2) for i, u in enumerate(util)},
-          "spread_pct_points": round(spread, 2)}  # fmt: skip
-    return [Finding("Imbalanced GPU Detector",
-                    f"GPU utilization differs by {spread:.1f} points between visible GPUs "
-                    f"({labels[int(util.argmax())]} {util.max():.1f}% vs "
-                    f"{labels[int(util.argmin())]} {util.min():.1f}%).",
-                    "Balance the work across GPUs (equal shards per rank, same batch size), or "
-                    "hide unused GPUs with CUDA_VISIBLE_DEVICES.", ev)]  # fmt: skip
+    ev = {
+        "gpu_utilization_pct": {labels[i]: round(float(u), 2) for i, u in enumerate(util)},
+        "spread_pct_points": round(spread, 2),
+    }
+    return [
+        Finding(
+            "Imbalanced GPU Detector",
+            f"GPU utilization differs by {spread:.1f} points between visible GPUs "
+            f"({labels[int(util.argmax())]} {util.max():.1f}% vs "
+            f"{labels[int(util.argmin())]} {util.min():.1f}%).",
+            "Balance the work across GPUs (equal shards per rank, same batch size), or "
+            "hide unused GPUs with CUDA_VISIBLE_DEVICES.",
+            ev,
+        )
+    ]
 
 
 def tc_not_used(p: Profile, lo: int, hi: int) -> list[Finding]:
@@ -139,19 +170,37 @@ def tc_not_used(p: Profile, lo: int, hi: int) -> list[Finding]:
         return []
     top = sel.nlargest(TC_TOP, "Total GPU Time (ns)")
     total = int(sel["Total GPU Time (ns)"].sum())
-    ev = {"ops": [{"op_id": r["Op ID"], "op_type": r["Op Type"],
-                   "gpu_time_ns": int(r["Total GPU Time (ns)"])} for _, r in top.iterrows()],
-          "eligible_not_using": len(sel), "gpu_time_ns": total}  # fmt: skip
-    return [Finding("Tensor Core Usage Detector",
-                    f"{len(sel)} Tensor Core eligible op(s) ran no Tensor Core kernels "
-                    f"({total / 1e6:.2f} ms of GPU time), e.g. {top.iloc[0]['Op ID']}.",
-                    "Enable mixed precision (torch.autocast / AMP, TF32 on Ampere+), and keep "
-                    "channel, batch and hidden sizes multiples of 8 (16 for int8).", ev)]  # fmt: skip
+    ev = {
+        "ops": [
+            {
+                "op_id": r["Op ID"],
+                "op_type": r["Op Type"],
+                "gpu_time_ns": int(r["Total GPU Time (ns)"]),
+            }
+            for _, r in top.iterrows()
+        ],
+        "eligible_not_using": len(sel),
+        "gpu_time_ns": total,
+    }
+    return [
+        Finding(
+            "Tensor Core Usage Detector",
+            f"{len(sel)} Tensor Core eligible op(s) ran no Tensor Core kernels "
+            f"({total / 1e6:.2f} ms of GPU time), e.g. {top.iloc[0]['Op ID']}.",
+            "Enable mixed precision (torch.autocast / AMP, TF32 on Ampere+), and keep "
+            "channel, batch and hidden sizes multiples of 8 (16 for int8).",
+            ev,
+        )
+    ]
 
 
 DETECTORS: list[Callable[[Profile, int, int], list[Finding]]] = [
-    no_iterations, bad_iteration_range, underutilized_gpu, imbalanced_gpus, tc_not_used,
-]  # fmt: skip
+    no_iterations,
+    bad_iteration_range,
+    underutilized_gpu,
+    imbalanced_gpus,
+    tc_not_used,
+]
 
 
 def findings(p: Profile, lo: int, hi: int) -> list[Finding]:
@@ -163,6 +212,13 @@ def findings(p: Profile, lo: int, hi: int) -> list[Finding]:
 
 def run_all(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     """The expert systems report: Problem, Recommendation, then our Detector and Evidence."""
-    rows = [{"Problem": f.problem, "Recommendation": f.recommendation, "Detector": f.detector,
-             "Evidence": json.dumps(f.evidence, default=str)} for f in findings(p, lo, hi)]  # fmt: skip
+    rows = [
+        {
+            "Problem": f.problem,
+            "Recommendation": f.recommendation,
+            "Detector": f.detector,
+            "Evidence": json.dumps(f.evidence, default=str),
+        }
+        for f in findings(p, lo, hi)
+    ]
     return pd.DataFrame(rows, columns=["Problem", "Recommendation", "Detector", "Evidence"])

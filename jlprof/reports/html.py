@@ -12,8 +12,14 @@ if TYPE_CHECKING:
 def profile_html(p: Profile, top: int = 10) -> str:
     h = p.headline()
     det = p.report("detail").head(top)
-    cols = ["Op Name", "Op Type", "No. Calls", "Total GPU Time (ns)", "Total CPU Time (ns)",
-            "Using TC"]  # fmt: skip
+    cols = [
+        "Op Name",
+        "Op Type",
+        "No. Calls",
+        "Total GPU Time (ns)",
+        "Total CPU Time (ns)",
+        "Using TC",
+    ]
     kn = html.escape(h["key_node"] or "none found")
     head = (
         f"<b>jlprof</b> {html.escape(h['source'])}<br>"

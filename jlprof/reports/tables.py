@@ -39,8 +39,9 @@ def take_categorical(small: np.ndarray, idx: np.ndarray, missing: str = "") -> p
     """``small[idx]`` (``missing`` where idx < 0) as a categorical, without per-row objects."""
     remap, uniq = pd.factorize(np.append(np.asarray(small, dtype=object), missing), sort=False)
     codes = remap[np.where(idx >= 0, idx, len(small))].astype(np.int32)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(np.asarray(uniq, object),
-                                                                dtype=object))  # fmt: skip
+    return pd.Categorical.from_codes(
+        codes, categories=pd.Index(np.asarray(uniq, object), dtype=object)
+    )
 
 
 def _op_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
@@ -64,12 +65,14 @@ def detail(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     cols: dict[str, Any] = {"Op ID": df["op_id"].to_numpy(), "Op Name": df["op_name"].to_numpy()}
     if _pytorch(p):
         cols["Direction"] = df["direction"].to_numpy()
-    cols.update({
-        "Op Type": df["op_type"].to_numpy(),
-        "No. Calls": calls.to_numpy(np.int64),
-        "TC Eligibility": df["tc_eligible"].to_numpy(bool),
-        "Using TC": (df["tc_gpu_sum"] > 0).to_numpy(bool),
-    })  # fmt: skip
+    cols.update(
+        {
+            "Op Type": df["op_type"].to_numpy(),
+            "No. Calls": calls.to_numpy(np.int64),
+            "TC Eligibility": df["tc_eligible"].to_numpy(bool),
+            "Using TC": (df["tc_gpu_sum"] > 0).to_numpy(bool),
+        }
+    )
     cols.update(_stats(df, "cpu", "CPU Time", calls))
     cols.update(_stats(df, "gpu", "GPU Time", calls))
     cols.update(_stats(df, "overhead", "CPU Overhead Time", calls))
@@ -79,8 +82,9 @@ def detail(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     if _pytorch(p):
         cols["Stack Trace"] = ""
     out = pd.DataFrame(cols)
-    return out.sort_values(["Total GPU Time (ns)", "Total CPU Time (ns)"], ascending=False,
-                           kind="stable").reset_index(drop=True)  # fmt: skip
+    return out.sort_values(
+        ["Total GPU Time (ns)", "Total CPU Time (ns)"], ascending=False, kind="stable"
+    ).reset_index(drop=True)
 
 
 def op_type(p: Profile, lo: int, hi: int) -> pd.DataFrame:
@@ -139,8 +143,11 @@ def kernel(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=_kernel_columns(p))
     calls = df["calls"]
-    cols: dict[str, Any] = {"Kernel Name": df["kernel_name"].to_numpy(),
-                            "Op ID": df["op_id"].to_numpy(), "Op Name": df["op_name"].to_numpy()}  # fmt: skip
+    cols: dict[str, Any] = {
+        "Kernel Name": df["kernel_name"].to_numpy(),
+        "Op ID": df["op_id"].to_numpy(),
+        "Op Name": df["op_name"].to_numpy(),
+    }
     if _pytorch(p):
         cols["Direction"] = df["direction"].to_numpy()
     cols["Uses TC"] = df["uses_tc"].to_numpy(bool)
@@ -165,10 +172,23 @@ def tensor(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     ops = _op_frame(p, lo, hi)
     kf = _kernel_frame(p, lo, hi)
     sel = ops[ops["tc_eligible"] | (ops["tc_gpu_sum"] > 0)]
-    cols = ["Op ID", "Op Name"] + (["Direction"] if _pytorch(p) else []) + [
-        "Op Type", "Uses TC", "Total GPU Time", "TC GPU Time", "Non-TC GPU Time",
-        "TC Utilization (%)", "Total Kernel Count", "TC Kernel Count", "TC Kernel Names",
-        "Non-TC Kernel Count", "Non-TC Kernel Names"]  # fmt: skip
+    cols = (
+        ["Op ID", "Op Name"]
+        + (["Direction"] if _pytorch(p) else [])
+        + [
+            "Op Type",
+            "Uses TC",
+            "Total GPU Time",
+            "TC GPU Time",
+            "Non-TC GPU Time",
+            "TC Utilization (%)",
+            "Total Kernel Count",
+            "TC Kernel Count",
+            "TC Kernel Names",
+            "Non-TC Kernel Count",
+            "Non-TC Kernel Names",
+        ]
+    )
     if sel.empty:
         return pd.DataFrame(columns=cols)
     if kf.empty:
@@ -183,19 +203,25 @@ def tensor(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     out: dict[str, Any] = {"Op ID": sel["op_id"].to_numpy(), "Op Name": sel["op_name"].to_numpy()}
     if _pytorch(p):
         out["Direction"] = sel["direction"].to_numpy()
-    out.update({
-        "Op Type": sel["op_type"].to_numpy(),
-        "Uses TC": (tc_t > 0).to_numpy(bool),
-        "Total GPU Time": gpu.to_numpy(),
-        "TC GPU Time": tc_t.to_numpy(),
-        "Non-TC GPU Time": (gpu - tc_t).to_numpy(),
-        "TC Utilization (%)": np.round(np.where(gpu > 0, 100.0 * tc_t / gpu.clip(lower=1), 0.0), 2),
-        "Total Kernel Count": [len(a) + len(b) for a, b in zip(tc_names, non_names, strict=True)],
-        "TC Kernel Count": [len(a) for a in tc_names],
-        "TC Kernel Names": [";".join(a) for a in tc_names],
-        "Non-TC Kernel Count": [len(b) for b in non_names],
-        "Non-TC Kernel Names": [";".join(b) for b in non_names],
-    })  # fmt: skip
+    out.update(
+        {
+            "Op Type": sel["op_type"].to_numpy(),
+            "Uses TC": (tc_t > 0).to_numpy(bool),
+            "Total GPU Time": gpu.to_numpy(),
+            "TC GPU Time": tc_t.to_numpy(),
+            "Non-TC GPU Time": (gpu - tc_t).to_numpy(),
+            "TC Utilization (%)": np.round(
+                np.where(gpu > 0, 100.0 * tc_t / gpu.clip(lower=1), 0.0), 2
+            ),
+            "Total Kernel Count": [
+                len(a) + len(b) for a, b in zip(tc_names, non_names, strict=True)
+            ],
+            "TC Kernel Count": [len(a) for a in tc_names],
+            "TC Kernel Names": [";".join(a) for a in tc_names],
+            "Non-TC Kernel Count": [len(b) for b in non_names],
+            "Non-TC Kernel Names": [";".join(b) for b in non_names],
+        }
+    )
     df = pd.DataFrame(out)
     return df.sort_values("Total GPU Time", ascending=False, kind="stable").reset_index(drop=True)
 
@@ -224,23 +250,33 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     }
     if _pytorch(p):
         cols["Direction"] = pick("direction")
-    cols.update({
-        "Op Type": pick("op_type"),
-        "Kernel Name": g["name"].array,
-        "Device ID": g["device_id"].to_numpy(),
-        "GPU Start Time (ns)": g["start_ns"].to_numpy(),
-        "GPU Time (ns)": (g["end_ns"] - g["start_ns"]).to_numpy(),
-        "API Call Start (ns)": np.where(api >= 0, a_start[np.maximum(api, 0)] if len(a_start)
-                                        else 0, -1),
-        "API Call Time (ns)": np.where(api >= 0, a_dur[np.maximum(api, 0)] if len(a_dur)
-                                       else 0, 0),
-        "Uses TC": g["uses_tc"].to_numpy(bool),
-        "Grid X": g["grid_x"].to_numpy(), "Grid Y": g["grid_y"].to_numpy(),
-        "Grid Z": g["grid_z"].to_numpy(), "Block X": g["block_x"].to_numpy(),
-        "Block Y": g["block_y"].to_numpy(), "Block Z": g["block_z"].to_numpy(),
-        "Data Type": "", "Input Shapes": "", "Parameters": "", "Output Shapes": "",
-        "Long Kernel Name": g["long_name"].array,
-    })  # fmt: skip
+    cols.update(
+        {
+            "Op Type": pick("op_type"),
+            "Kernel Name": g["name"].array,
+            "Device ID": g["device_id"].to_numpy(),
+            "GPU Start Time (ns)": g["start_ns"].to_numpy(),
+            "GPU Time (ns)": (g["end_ns"] - g["start_ns"]).to_numpy(),
+            "API Call Start (ns)": np.where(
+                api >= 0, a_start[np.maximum(api, 0)] if len(a_start) else 0, -1
+            ),
+            "API Call Time (ns)": np.where(
+                api >= 0, a_dur[np.maximum(api, 0)] if len(a_dur) else 0, 0
+            ),
+            "Uses TC": g["uses_tc"].to_numpy(bool),
+            "Grid X": g["grid_x"].to_numpy(),
+            "Grid Y": g["grid_y"].to_numpy(),
+            "Grid Z": g["grid_z"].to_numpy(),
+            "Block X": g["block_x"].to_numpy(),
+            "Block Y": g["block_y"].to_numpy(),
+            "Block Z": g["block_z"].to_numpy(),
+            "Data Type": "",
+            "Input Shapes": "",
+            "Parameters": "",
+            "Output Shapes": "",
+            "Long Kernel Name": g["long_name"].array,
+        }
+    )
     out = pd.DataFrame(cols)
     order = np.lexsort((out["GPU Start Time (ns)"].to_numpy(), out["Iteration"].to_numpy()))
     return out.take(order).reset_index(drop=True)
@@ -263,8 +299,12 @@ def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:
         "No. TC Eligibility Ops": g["tc_eligible_ops"].sum().to_numpy(np.int64),
         "No. Node Ops Using TC": g["tc_ops"].sum().to_numpy(np.int64),
     }
-    for col, label in (("cpu", "CPU Time"), ("gpu", "GPU Time"),
-                       ("overhead", "CPU Overhead Time"), ("idle", "GPU Idle Time")):  # fmt: skip
+    for col, label in (
+        ("cpu", "CPU Time"),
+        ("gpu", "GPU Time"),
+        ("overhead", "CPU Overhead Time"),
+        ("idle", "GPU Idle Time"),
+    ):
         out[f"Total {label} (ns)"] = g[col].sum().to_numpy(np.int64)
         out[f"Avg. {label} (ns)"] = g[col].mean().round(1).to_numpy()
         out[f"Min {label} (ns)"] = g[col].min().to_numpy(np.int64)
@@ -306,18 +346,20 @@ def system_config(p: Profile) -> dict[str, Any]:
         cfg["Profile Name"] = p.profile_name
     capture = _version_from_dir(meta.get("TargetInstallDir", ""))
     export = meta.get("EXPORT_PRODUCT_VERSION", "")
-    cfg.update({
-        "GPU Count": len(labels),
-        "GPU Name(s)": ", ".join(sorted(set(names))),
-        "CPU Model": meta.get("CpuDescription", "") or platform.processor(),
-        "GPU Driver Version": _driver(meta.get("NvDriverVersion", "")),
-        "Framework": p.framework(),
-        "CUDA Version": _cuda(meta.get("CudaDriverVersion", "")),
-        "cuDNN Version": meta.get("CudnnVersion", ""),
-        "NSys Version": capture or export,
-        "DLProf Version": f"jlprof {__version__}",
-        "DLProf Build": "",
-    })  # fmt: skip
+    cfg.update(
+        {
+            "GPU Count": len(labels),
+            "GPU Name(s)": ", ".join(sorted(set(names))),
+            "CPU Model": meta.get("CpuDescription", "") or platform.processor(),
+            "GPU Driver Version": _driver(meta.get("NvDriverVersion", "")),
+            "Framework": p.framework(),
+            "CUDA Version": _cuda(meta.get("CudaDriverVersion", "")),
+            "cuDNN Version": meta.get("CudnnVersion", ""),
+            "NSys Version": capture or export,
+            "DLProf Version": f"jlprof {__version__}",
+            "DLProf Build": "",
+        }
+    )
     return cfg
 
 
@@ -368,31 +410,48 @@ def all_ops(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     ops = _op_frame(p, lo, hi)
     using = ops["tc_gpu_sum"] > 0
     elig_not = ops["tc_eligible"] & ~using
-    rows = {"All Op": np.ones(len(ops), bool), "Ops Using TC": using.to_numpy(),
-            "Op eligible for TC but not using": elig_not.to_numpy(),
-            "All other ops": (~using & ~elig_not).to_numpy()}  # fmt: skip
-    return pd.DataFrame({
-        name: {"GPU Time (ns)": int(ops["gpu_sum"][m].sum()),
-               "CPU Time (ns)": int(ops["cpu_sum"][m].sum()), "# Ops": int(m.sum())}
-        for name, m in rows.items()
-    }).T  # fmt: skip
+    rows = {
+        "All Op": np.ones(len(ops), bool),
+        "Ops Using TC": using.to_numpy(),
+        "Op eligible for TC but not using": elig_not.to_numpy(),
+        "All other ops": (~using & ~elig_not).to_numpy(),
+    }
+    return pd.DataFrame(
+        {
+            name: {
+                "GPU Time (ns)": int(ops["gpu_sum"][m].sum()),
+                "CPU Time (ns)": int(ops["cpu_sum"][m].sum()),
+                "# Ops": int(m.sum()),
+            }
+            for name, m in rows.items()
+        }
+    ).T
 
 
 def all_kernels(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     kf = _kernel_frame(p, lo, hi)
     if kf.empty:
-        kf = pd.DataFrame({"kernel_name": [], "uses_tc": [], "is_memory": [], "gpu_sum": [],
-                           "api_sum": []})  # fmt: skip
+        kf = pd.DataFrame(
+            {"kernel_name": [], "uses_tc": [], "is_memory": [], "gpu_sum": [], "api_sum": []}
+        )
     tc = kf["uses_tc"].astype(bool)
     mem = kf["is_memory"].astype(bool)
-    rows = {"All Kernels": np.ones(len(kf), bool), "Kernels Using TC": tc.to_numpy(),
-            "Memory": mem.to_numpy(), "All other kernels": (~tc & ~mem).to_numpy()}  # fmt: skip
-    return pd.DataFrame({
-        name: {"GPU Time (ns)": int(kf["gpu_sum"][m].sum()),
-               "CPU Time (ns)": int(kf["api_sum"][m].sum()),
-               "# Kernels": int(kf["kernel_name"][m].nunique())}
-        for name, m in rows.items()
-    }).T  # fmt: skip
+    rows = {
+        "All Kernels": np.ones(len(kf), bool),
+        "Kernels Using TC": tc.to_numpy(),
+        "Memory": mem.to_numpy(),
+        "All other kernels": (~tc & ~mem).to_numpy(),
+    }
+    return pd.DataFrame(
+        {
+            name: {
+                "GPU Time (ns)": int(kf["gpu_sum"][m].sum()),
+                "CPU Time (ns)": int(kf["api_sum"][m].sum()),
+                "# Kernels": int(kf["kernel_name"][m].nunique()),
+            }
+            for name, m in rows.items()
+        }
+    ).T
 
 
 def summary_tables(p: Profile, lo: int, hi: int) -> dict[str, Any]:
@@ -425,10 +484,15 @@ def expert_systems(p: Profile, lo: int, hi: int) -> pd.DataFrame:
 
 
 BUILDERS = {
-    "summary": summary, "detail": detail, "iteration": iteration, "kernel": kernel,
-    "tensor": tensor, "op_type": op_type, "group_node": group_node,
+    "summary": summary,
+    "detail": detail,
+    "iteration": iteration,
+    "kernel": kernel,
+    "tensor": tensor,
+    "op_type": op_type,
+    "group_node": group_node,
     "expert_systems": expert_systems,
-}  # fmt: skip
+}
 
 
 def build(p: Profile, name: str, lo: int, hi: int) -> pd.DataFrame:

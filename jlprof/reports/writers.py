@@ -45,8 +45,9 @@ def write_reports(
 
     bad = [r for r in reports if r not in REPORTS]
     if bad:
-        raise JlprofError(f"unknown report(s) {', '.join(bad)}; choose from {', '.join(REPORTS)} "
-                          "or all.")  # fmt: skip
+        raise JlprofError(
+            f"unknown report(s) {', '.join(bad)}; choose from {', '.join(REPORTS)} or all."
+        )
     badf = [f for f in formats if f not in FORMATS]
     if badf:
         raise JlprofError(f"unknown format(s) {', '.join(badf)}; choose csv and/or json.")
@@ -71,5 +72,9 @@ def write_reports(
 
 def skipped(p: Profile, output: Path, reports: list[str], formats: list[str]) -> list[Path]:
     """Files that exist and would be kept without force (for the CLI's message)."""
-    return [report_path(output, p.profile_name, r, f) for r in reports for f in formats
-            if report_path(output, p.profile_name, r, f).exists()]  # fmt: skip
+    return [
+        report_path(output, p.profile_name, r, f)
+        for r in reports
+        for f in formats
+        if report_path(output, p.profile_name, r, f).exists()
+    ]

@@ -39,25 +39,59 @@ def _frame(rows: list[dict], columns: list[str], cats: tuple[str, ...], defaults
 
 
 def kernel(start, end, corr, pid=1, device=0, name="k", stream=7, kind="kernel", **kw) -> dict:
-    return {"kind": kind, "start_ns": start, "end_ns": end, "correlation_id": corr,
-            "global_pid": gpid(pid), "device_id": device, "name": name, "long_name": name,
-            "stream_id": stream, **kw}  # fmt: skip
+    return {
+        "kind": kind,
+        "start_ns": start,
+        "end_ns": end,
+        "correlation_id": corr,
+        "global_pid": gpid(pid),
+        "device_id": device,
+        "name": name,
+        "long_name": name,
+        "stream_id": stream,
+        **kw,
+    }
 
 
 def call(start, end, corr, pid=1, tid=None, name="cudaLaunchKernel") -> dict:
-    return {"start_ns": start, "end_ns": end, "correlation_id": corr,
-            "global_tid": gtid(pid, tid), "name": name}  # fmt: skip
+    return {
+        "start_ns": start,
+        "end_ns": end,
+        "correlation_id": corr,
+        "global_tid": gtid(pid, tid),
+        "name": name,
+    }
 
 
 def rng(text, start, end, pid=1, tid=None, domain="", event_type=59, end_tid=-1) -> dict:
-    return {"text": text, "start_ns": start, "end_ns": end, "global_tid": gtid(pid, tid),
-            "domain": domain, "event_type": event_type, "end_global_tid": end_tid}  # fmt: skip
+    return {
+        "text": text,
+        "start_ns": start,
+        "end_ns": end,
+        "global_tid": gtid(pid, tid),
+        "domain": domain,
+        "event_type": event_type,
+        "end_global_tid": end_tid,
+    }
 
 
 def make_trace(gpu=(), api=(), nvtx=(), gpus=(), osrt=()) -> Trace:
-    g = _frame(list(gpu), GPU_COLUMNS, ("kind", "name", "long_name"),
-               {"grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 1, "block_y": 1, "block_z": 1,
-                "bytes": 0, "graph_node_id": 0, "stream_id": 7})  # fmt: skip
+    g = _frame(
+        list(gpu),
+        GPU_COLUMNS,
+        ("kind", "name", "long_name"),
+        {
+            "grid_x": 1,
+            "grid_y": 1,
+            "grid_z": 1,
+            "block_x": 1,
+            "block_y": 1,
+            "block_z": 1,
+            "bytes": 0,
+            "graph_node_id": 0,
+            "stream_id": 7,
+        },
+    )
     a = _frame(list(api), API_COLUMNS, ("name",), {"event_class": 0})
     n = _frame(list(nvtx), NVTX_COLUMNS, ("domain", "text"), {})
     o = _frame(list(osrt), OSRT_COLUMNS, ("name",), {})
@@ -66,10 +100,17 @@ def make_trace(gpu=(), api=(), nvtx=(), gpus=(), osrt=()) -> Trace:
         if gpus
         else empty_frame(GPU_INFO_COLUMNS)
     )
-    return Trace(gpu=g, api=a, nvtx=n, marks=empty_frame(MARK_COLUMNS, ("domain", "text")),
-                 osrt=o, gpus=gi)  # fmt: skip
+    return Trace(
+        gpu=g, api=a, nvtx=n, marks=empty_frame(MARK_COLUMNS, ("domain", "text")), osrt=o, gpus=gi
+    )
 
 
 def gpu_info(cu_device: int, name: str = "NVIDIA A100") -> dict:
-    return {"gpu_id": cu_device, "cu_device": cu_device, "name": name, "sm_count": 108,
-            "compute_major": 8, "compute_minor": 0}  # fmt: skip
+    return {
+        "gpu_id": cu_device,
+        "cu_device": cu_device,
+        "name": name,
+        "sm_count": 108,
+        "compute_major": 8,
+        "compute_minor": 0,
+    }

@@ -41,8 +41,11 @@ def training_loop(seed: int = 0, iters: int = 6, gpus: int = 1, idle_gpus: int =
                     calls.append(call(a0, a1, corr[pid], pid=pid))
                     gs = max(gpu_t, a1 + int(r.integers(0, 10)))
                     ge = gs + int(r.integers(5, 60))
-                    name = {"conv": "volta_h884cudnn_conv", "linear": "sm80_xmma_gemm_f16",
-                            "relu": "elementwise_relu"}[op]  # fmt: skip
+                    name = {
+                        "conv": "volta_h884cudnn_conv",
+                        "linear": "sm80_xmma_gemm_f16",
+                        "relu": "elementwise_relu",
+                    }[op]
                     kernels.append(kernel(gs, ge, corr[pid], pid=pid, device=g, name=name))
                     gpu_t = ge
                     t = a1
@@ -58,24 +61,33 @@ def training_loop(seed: int = 0, iters: int = 6, gpus: int = 1, idle_gpus: int =
             ranges.append(rng("step", step0, t, pid=pid))
             t += 1
     info = [gpu_info(i) for i in range(gpus + idle_gpus)]
-    return Loop(make_trace(gpu=kernels, api=calls, nvtx=ranges, gpus=info), ranges, calls,
-                kernels)  # fmt: skip
+    return Loop(make_trace(gpu=kernels, api=calls, nvtx=ranges, gpus=info), ranges, calls, kernels)
 
 
 def reference_ops(loop: Loop) -> dict[str, dict]:
     """Per op name: calls, cpu total/min/max, exclusive gpu total — by brute force."""
     owner = {}
     for ci, c in enumerate(loop.calls):
-        inside = [i for i, rr in enumerate(loop.ranges)
-                  if rr["global_tid"] == c["global_tid"] and rr["start_ns"] <= c["start_ns"]
-                  and c["end_ns"] <= rr["end_ns"]]  # fmt: skip
-        owner[ci] = max(inside, key=lambda i: (loop.ranges[i]["start_ns"],
-                                               -loop.ranges[i]["end_ns"])) if inside else None  # fmt: skip
+        inside = [
+            i
+            for i, rr in enumerate(loop.ranges)
+            if rr["global_tid"] == c["global_tid"]
+            and rr["start_ns"] <= c["start_ns"]
+            and c["end_ns"] <= rr["end_ns"]
+        ]
+        owner[ci] = (
+            max(inside, key=lambda i: (loop.ranges[i]["start_ns"], -loop.ranges[i]["end_ns"]))
+            if inside
+            else None
+        )
     gpu_by_range = defaultdict(int)
     for k in loop.kernels:
-        ci = next(i for i, c in enumerate(loop.calls)
-                  if c["correlation_id"] == k["correlation_id"]
-                  and (c["global_tid"] >> 24) == (k["global_pid"] >> 24))  # fmt: skip
+        ci = next(
+            i
+            for i, c in enumerate(loop.calls)
+            if c["correlation_id"] == k["correlation_id"]
+            and (c["global_tid"] >> 24) == (k["global_pid"] >> 24)
+        )
         if owner[ci] is not None:
             gpu_by_range[owner[ci]] += k["end_ns"] - k["start_ns"]
     out: dict[str, dict] = {}

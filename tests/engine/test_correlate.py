@@ -27,11 +27,13 @@ def test_correlation_ids_reused_across_processes_stay_apart():
 
 def test_graph_launch_kernels_share_one_call_and_split_its_time():
     t = make_trace(
-        gpu=[kernel(100 + 10 * i, 105 + 10 * i, 9, name=f"g{i}", graph_node_id=i + 1)
-             for i in range(3)],
+        gpu=[
+            kernel(100 + 10 * i, 105 + 10 * i, 9, name=f"g{i}", graph_node_id=i + 1)
+            for i in range(3)
+        ],
         api=[call(0, 30, 9, name="cudaGraphLaunch")],
         nvtx=[rng("step", 0, 50)],
-    )  # fmt: skip
+    )
     c = correlate(t)
     assert c.gpu["api"].tolist() == [0, 0, 0]
     assert c.gpu["api_share_ns"].tolist() == [10, 10, 10]
@@ -66,8 +68,11 @@ def test_unassociated_work_on_another_thread():
 
 
 def test_call_straddling_a_range_end_is_not_inside_it():
-    t = make_trace(gpu=[kernel(100, 110, 1)], api=[call(45, 55, 1)],
-                   nvtx=[rng("outer", 0, 100), rng("a", 10, 50)])  # fmt: skip
+    t = make_trace(
+        gpu=[kernel(100, 110, 1)],
+        api=[call(45, 55, 1)],
+        nvtx=[rng("outer", 0, 100), rng("a", 10, 50)],
+    )
     assert op_of_gpu(correlate(t), 0) == "outer"
 
 
@@ -93,8 +98,9 @@ def test_start_end_range_ended_on_other_thread_is_root_and_holds_no_calls():
 
 
 def test_slash_scoped_names_build_the_hierarchy():
-    t = make_trace(nvtx=[rng("step", 0, 100), rng("/model/layer1/conv", 10, 20),
-                         rng("fwd", 30, 40)])  # fmt: skip
+    t = make_trace(
+        nvtx=[rng("step", 0, 100), rng("/model/layer1/conv", 10, 20), rng("fwd", 30, 40)]
+    )
     c = correlate(t)
     paths = set(c.paths["path"])
     assert {"/step", "/step/fwd", "/model", "/model/layer1", "/model/layer1/conv"} <= paths
@@ -105,10 +111,10 @@ def reference_parent(lane, s, e):
     for i in range(len(s)):
         best = -1
         for j in range(len(s)):
-            if j != i and lane[j] == lane[i] and s[j] <= s[i] and e[i] <= e[j]:
-                # innermost: latest start, then earliest end; ties broken by order of input
-                if best < 0 or (s[j], -e[j]) > (s[best], -e[best]):
-                    best = j
+            contains = j != i and lane[j] == lane[i] and s[j] <= s[i] and e[i] <= e[j]
+            # innermost: latest start, then earliest end; ties broken by order of input
+            if contains and (best < 0 or (s[j], -e[j]) > (s[best], -e[best])):
+                best = j
         out.append(best)
     return out
 
@@ -142,7 +148,7 @@ def test_nesting_matches_brute_force(seed):
 
 
 def test_api_innermost_matches_brute_force():
-    lane, s, e = random_nested(3, n_lanes=1, n=120)
+    _lane, s, e = random_nested(3, n_lanes=1, n=120)
     nv = [rng(f"r{i}", int(a), int(b)) for i, (a, b) in enumerate(zip(s, e, strict=True))]
     r = np.random.default_rng(1)
     qs = r.integers(0, int(e.max()), 200)

@@ -29,15 +29,27 @@ def test_key_node_by_path():
 
 def test_data_parallel_boundary_is_latest_kth_end():
     # two processes, same count: boundary k = max of the k-th ends
-    t = make_trace(nvtx=[rng("global_step", 0, 10, pid=1), rng("global_step", 20, 30, pid=1),
-                         rng("global_step", 0, 12, pid=2), rng("global_step", 20, 28, pid=2)])  # fmt: skip
+    t = make_trace(
+        nvtx=[
+            rng("global_step", 0, 10, pid=1),
+            rng("global_step", 20, 30, pid=1),
+            rng("global_step", 0, 12, pid=2),
+            rng("global_step", 20, 28, pid=2),
+        ]
+    )
     it = find_iterations(correlate(t), "global_step")
     assert it.bounds_ns.tolist() == [0, 12, 30, 30]
 
 
 def test_unequal_counts_fall_back_to_every_instance():
-    t = make_trace(nvtx=[rng("global_step", 0, 10, pid=1), rng("global_step", 20, 30, pid=1),
-                         rng("global_step", 0, 12, pid=2), rng("other", 40, 50, pid=2)])  # fmt: skip
+    t = make_trace(
+        nvtx=[
+            rng("global_step", 0, 10, pid=1),
+            rng("global_step", 20, 30, pid=1),
+            rng("global_step", 0, 12, pid=2),
+            rng("other", 40, 50, pid=2),
+        ]
+    )
     it = find_iterations(correlate(t), "global_step")
     assert it.bounds_ns.tolist() == [0, 10, 12, 30, 50]
 

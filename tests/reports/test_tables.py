@@ -85,8 +85,9 @@ def test_kernel_report_totals(loop, prof):
     for name in {k["name"] for k in loop.kernels}:
         want = sum(k["end_ns"] - k["start_ns"] for k in loop.kernels if k["name"] == name)
         assert kr.loc[kr["Kernel Name"] == name, "Total GPU Time (ns)"].sum() == want
-    assert kr["Total API Time (ns)"].sum() == sum(c["end_ns"] - c["start_ns"] for c in loop.calls
-                                                  if c["name"] == "cudaLaunchKernel")  # fmt: skip
+    assert kr["Total API Time (ns)"].sum() == sum(
+        c["end_ns"] - c["start_ns"] for c in loop.calls if c["name"] == "cudaLaunchKernel"
+    )
 
 
 def test_tensor_report(loop, prof):
@@ -143,10 +144,15 @@ def test_existing_files_kept_unless_force(prof, tmp_path):
     assert target.read_text().startswith("Kernel Name")
 
 
-@pytest.mark.parametrize(("start", "stop", "msg"), [
-    (3, 1, "before --iter_start"), (0, 99, "past the last iteration"),
-    (-1, None, "negative"), (50, None, "past the last iteration"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("start", "stop", "msg"),
+    [
+        (3, 1, "before --iter_start"),
+        (0, 99, "past the last iteration"),
+        (-1, None, "negative"),
+        (50, None, "past the last iteration"),
+    ],
+)
 def test_bad_iteration_ranges(prof, start, stop, msg):
     with pytest.raises(AnalysisError, match=msg):
         prof.report("summary", iter_start=start, iter_stop=stop)
@@ -198,5 +204,6 @@ def test_expert_systems_fire_and_stay_quiet():
     none = Profile(make_trace(nvtx=[rng("a", 0, 5), rng("a", 10, 15), rng("a", 20, 25)]))
     es = none.report("expert_systems")
     assert "No Iteration Detector" in set(es["Detector"])
-    assert "--key_node=a" in es.loc[es["Detector"] == "No Iteration Detector",
-                                    "Recommendation"].iat[0]  # fmt: skip
+    assert (
+        "--key_node=a" in es.loc[es["Detector"] == "No Iteration Detector", "Recommendation"].iat[0]
+    )
