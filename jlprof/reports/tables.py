@@ -243,6 +243,7 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     api = g["api"].to_numpy(np.int64)
     a_start = c.api["start_ns"].to_numpy(np.int64)
     a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
+    blank = take_categorical(np.zeros(0, object), np.full(len(g), -1))
     cols: dict[str, Any] = {
         "Iteration": it[sel],
         "Op ID": pick("op_id"),
@@ -270,16 +271,19 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
             "Block X": g["block_x"].to_numpy(),
             "Block Y": g["block_y"].to_numpy(),
             "Block Z": g["block_z"].to_numpy(),
-            "Data Type": "",
-            "Input Shapes": "",
-            "Parameters": "",
-            "Output Shapes": "",
+            "Data Type": blank,
+            "Input Shapes": blank,
+            "Parameters": blank,
+            "Output Shapes": blank,
             "Long Kernel Name": g["long_name"].array,
         }
     )
     out = pd.DataFrame(cols)
-    order = np.lexsort((out["GPU Start Time (ns)"].to_numpy(), out["Iteration"].to_numpy()))
-    return out.take(order).reset_index(drop=True)
+    key_it, key_t = out["Iteration"].to_numpy(), out["GPU Start Time (ns)"].to_numpy()
+    ordered = bool(np.all((np.diff(key_it) > 0) | ((np.diff(key_it) == 0) & (np.diff(key_t) >= 0))))
+    if ordered:  # usual case: skip a 1M-row copy
+        return out
+    return out.take(np.lexsort((key_t, key_it))).reset_index(drop=True)
 
 
 def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:
