@@ -1,0 +1,50 @@
+"""Profile a command under nsys, as DLProf's ``dlprof [options] python train.py`` did.
+
+Kept apart from the CLI so the notebook magic and scripts can use it too: build the nsys
+command line (never a shell string), run it with its output streamed, import/export the
+report to SQLite, and hand the path to the engine. Every raw file stays in ``output``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from jlprof.errors import JlprofError
+
+
+def profile_command(
+    command: Sequence[str],
+    *,
+    output: Path,
+    base_name: str = "nsys_profile",
+    nsys_opts: str = "",
+    delay: float | None = None,
+    duration: float | None = None,
+    force: bool = False,
+    say: Callable[..., None] | None = None,
+) -> Path:
+    """Run ``command`` under ``nsys profile``; return the SQLite export of its report."""
+    from jlprof import nsys
+
+    log = say or (lambda *_a, **_k: None)
+    output.mkdir(parents=True, exist_ok=True)
+    cmd = nsys.profile_command(
+        list(command),
+        output / base_name,
+        delay=delay or None,
+        duration=duration,
+        force=force,
+        nsys_opts=nsys_opts,
+    )
+    result = nsys.run_profile(cmd, progress=lambda m: log(m))
+    if not result.reports:
+        raise JlprofError(
+            f"nsys wrote no report for {' '.join(command)!r} (exit {result.returncode}); "
+            "check that the program ran and that --delay/--duration leave something to capture."
+        )
+    if result.returncode != 0:
+        log(f"the profiled program exited with status {result.returncode}; analysing what "
+            "was captured", "minimal")  # fmt: skip
+    report = result.reports[-1]
+    return nsys.ensure_sqlite(report, force=True, progress=lambda m: log(m))
