@@ -192,7 +192,9 @@ def _dump_model_data(prof, path: Path) -> Path:
 def run(args: argparse.Namespace, say: _Say) -> int:
     from jlprof.engine.profile import load
 
+    # the guide's §10.1.1 calls the op type report "node_op"; ch. 15 calls it op_type
     reports = list(REPORTS) if "all" in args.reports else args.reports
+    reports = list(dict.fromkeys("op_type" if r == "node_op" else r for r in reports))
     bad = [r for r in reports if r not in REPORTS]
     if bad:
         raise JlprofError(f"unknown report {bad[0]!r}; choose from {', '.join(REPORTS)} or all.")
