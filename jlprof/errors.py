@@ -1,4 +1,9 @@
-"""User-facing errors: one line naming the cause and the fix, never a traceback by default."""
+"""User-facing errors.
+
+Everything jlprof raises for a problem the user can fix (a missing tool, a bad option, a file that
+cannot be read) derives from :class:`JlprofError`, so the CLI and the magics can print the one-line
+message instead of a traceback. Programming errors stay ordinary exceptions.
+"""
 
 from __future__ import annotations
 
@@ -13,3 +18,6 @@ class InputError(JlprofError):
 
 class AnalysisError(JlprofError):
     """The options do not fit the profile (unknown key node, iteration range out of bounds)."""
+
+
+__all__ = ["AnalysisError", "InputError", "JlprofError"]
