@@ -1,15 +1,22 @@
-# Developer and CI entry points. `make install` builds .venv; the other targets use it when it exists
-# and the current python3 otherwise (PY=... overrides).
+# The two set-up commands of the README, for a fresh Debian/Ubuntu machine:
+#   make demo   installs everything, profiles the example training loop under nsys, writes reports
+#   make test   installs everything, then lints and runs the whole test suite
+# Both install system packages (.ci/install-system, idempotent) and a .venv with jlprof.
 PYTHON ?= python3
 VENV ?= .venv
-PY ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,$(PYTHON))
+PY := $(VENV)/bin/python
 EXTRAS ?= test,fast,notebook
+DEMO_OUT ?= demo_out
 
-.PHONY: install lint format test demo
+.PHONY: system install lint format test demo bench
 
-install:
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q -e '.[$(EXTRAS)]'
+system:
+	@bash .ci/install-system
+
+install: system
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "[setup] pip install -e '.[$(EXTRAS)]' into $(VENV)"
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 
 lint:
 	$(PY) -m ruff check .
@@ -20,10 +27,15 @@ format:
 	$(PY) -m ruff format .
 
 # pytest exits 5 when it collected no test; that fails here like any other non-zero status.
-test: lint
+test: install lint
 	@$(PY) -m pytest -v; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; fi; \
 	exit $$status
 
-demo:
-	$(PY) -m jlprof --help
+demo: install
+	$(PY) -m jlprof --key_node=optimizer_step --reports=all --formats=csv,json \
+	    --output_path=$(DEMO_OUT) -f true $(PY) examples/train_loop.py --steps 20
+	@echo "reports in $(DEMO_OUT)/ (jlprof_*.csv, jlprof_*.json); raw nsys files kept beside them"
+
+bench: install
+	$(PY) bench/run_bench.py
