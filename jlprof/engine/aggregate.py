@@ -284,10 +284,22 @@ def _flatten_to_groups(
     return intervals.union_length(pk, ps, pe, nk), first, last
 
 
+def _factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(uniques, inverse) by hashing: like np.unique without its O(n log n) sort."""
+    inv, uniq = pd.factorize(np.asarray(x, dtype=np.int64), sort=False)
+    return np.asarray(uniq, dtype=np.int64), inv.astype(np.int64)
+
+
 def _group_iter(
     c: Correlated, m: InstanceMetrics, it: Iterations, inst_iter: np.ndarray, gpu_iter: np.ndarray
 ) -> pd.DataFrame:
-    """Flattened CPU/GPU/API time per (group node, iteration)."""
+    """Flattened CPU/GPU/API time per (group node, iteration).
+
+    Counts and sums are taken per (path, iteration) first and then spread to the groups above,
+    and an instance adds its CPU interval only to the groups its enclosing instance is not in
+    (the enclosing range on the same thread already covers that time), so the work grows with
+    the instances, not with instances x depth.
+    """
     cols = ["calls", "cpu", "gpu", "api", "overhead", "idle", "tc_eligible_ops", "tc_ops"]
     src, dst = group_edges(c)
     n_it = it.count
@@ -295,21 +307,49 @@ def _group_iter(
         idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
         return pd.DataFrame(index=idx, columns=cols, dtype="int64")
     inst_path = c.inst["path"].to_numpy(np.int64)
-    r, grp = _explode(inst_path, src, dst)
-    ikey = grp * n_it + inst_iter[r]
-    keys, kinv = np.unique(ikey, return_inverse=True)
-    nk = len(keys)
-    s = c.inst["start_ns"].to_numpy(np.int64)[r]
-    e = c.inst["end_ns"].to_numpy(np.int64)[r]
-    cpu = intervals.union_length(kinv, s, e, nk)
-    calls = np.bincount(kinv, minlength=nk)
-    op = c.inst["op"].to_numpy(np.int64)[r]
+    op = c.inst["op"].to_numpy(np.int64)
     elig = c.ops["tc_eligible"].to_numpy(bool)[op]
-    uses = (m.tc_gpu_ns > 0)[r]
-    n_elig = np.bincount(kinv, weights=elig, minlength=nk).astype(np.int64)
-    n_tc = np.bincount(kinv, weights=elig & uses, minlength=nk).astype(np.int64)
-    # GPU work and API calls of the subtree, flattened: merge per (path, iteration) first,
-    # then spread only the merged pieces to the group nodes above (far fewer rows)
+    uses = m.tc_gpu_ns > 0
+    # per (path, iteration) sums, then spread to the group nodes above each path
+    pk, pinv = _factorize(inst_path * n_it + inst_iter)
+    per_path = {
+        "calls": np.bincount(pinv, minlength=len(pk)),
+        "api": np.bincount(pinv, weights=m.api_ns, minlength=len(pk)),
+        "elig": np.bincount(pinv, weights=elig, minlength=len(pk)),
+        "tc": np.bincount(pinv, weights=elig & uses, minlength=len(pk)),
+    }
+    r, grp = _explode(pk // n_it, src, dst)
+    keys, kinv = np.unique(grp * n_it + (pk % n_it)[r], return_inverse=True)
+    nk = len(keys)
+    summed = {k: np.bincount(kinv, weights=v[r], minlength=nk).astype(np.int64)
+              for k, v in per_path.items()}  # fmt: skip
+    # CPU: each instance covers only the groups its enclosing instance does not
+    parent = c.inst["parent"].to_numpy(np.int64)
+    par_path = np.where(parent >= 0, inst_path[np.maximum(parent, 0)], -1)
+    pair_codes, pair_inv = _factorize(inst_path * (len(c.paths) + 1) + (par_path + 1))
+    order = np.argsort(src, kind="stable")
+    s_sorted, d_sorted = src[order], dst[order]
+
+    def groups_of(path: int) -> set[int]:
+        if path < 0:
+            return set()
+        lo, hi = np.searchsorted(s_sorted, [path, path + 1])
+        return set(d_sorted[lo:hi].tolist())
+
+    e_src, e_dst = [], []
+    for code_i, pc in enumerate(pair_codes.tolist()):  # unique (path, parent path) pairs only
+        own, par = divmod(pc, len(c.paths) + 1)
+        for g in sorted(groups_of(own) - groups_of(par - 1)):
+            e_src.append(code_i)
+            e_dst.append(g)
+    cr, cgrp = _explode(pair_inv, np.asarray(e_src, np.int64), np.asarray(e_dst, np.int64))
+    ckey = cgrp * n_it + inst_iter[cr]
+    cpos = np.minimum(np.searchsorted(keys, ckey), nk - 1)
+    ok = keys[cpos] == ckey
+    cpu = intervals.union_length(cpos[ok], c.inst["start_ns"].to_numpy(np.int64)[cr][ok],
+                                 c.inst["end_ns"].to_numpy(np.int64)[cr][ok], nk)  # fmt: skip
+    # GPU work of the subtree, flattened: merge per (path, iteration) first, then spread only
+    # the merged pieces to the group nodes above (far fewer rows)
     g = c.gpu
     gi = g["inst"].to_numpy(np.int64)
     gsel = gi >= 0
@@ -326,17 +366,17 @@ def _group_iter(
     span = np.where(last > first, last - first, 0)
     # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on
     # one thread this equals their union; see docs/reports.md)
-    api = np.bincount(kinv, weights=m.api_ns[r], minlength=nk).astype(np.int64)
+    api = summed["api"]
     out = pd.DataFrame(
         {
-            "calls": calls,
+            "calls": summed["calls"],
             "cpu": cpu,
             "gpu": gpu,
             "api": api,
             "overhead": np.maximum(cpu - api, 0),
             "idle": np.maximum(span - gpu, 0),
-            "tc_eligible_ops": n_elig,
-            "tc_ops": n_tc,
+            "tc_eligible_ops": summed["elig"],
+            "tc_ops": summed["tc"],
         },
         index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it], names=["group", "iteration"]),
     )
