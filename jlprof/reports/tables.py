@@ -232,7 +232,7 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     g = c.gpu
     it = p.cube.gpu_iter
     sel = np.flatnonzero((it >= lo) & (it <= hi))
-    g = g.iloc[sel]
+    g = g if len(sel) == len(g) else g.iloc[sel]  # whole range: no 1M-row copy
     inst = g["inst"].to_numpy(np.int64)
     op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
     ops = c.ops
