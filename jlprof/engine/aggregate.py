@@ -102,7 +102,7 @@ def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
             {n: pd.Series([], dtype="int64") for n in names},
             index=pd.Index([], dtype="int64", name="key"),
         )
-    order = np.argsort(key)
+    order = np.argsort(key, kind="stable")  # timsort: fast on the nearly sorted keys we pass
     k = key[order]
     starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
     out: dict[str, np.ndarray] = {}
@@ -158,8 +158,9 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
     gpu_iter = it.of(launch_t) if len(g) else np.zeros(0, np.int64)
 
     op = c.inst["op"].to_numpy(np.int64)
+    n_ops = max(len(c.ops), 1)
     op_iter = _group_stats(
-        op * n_it + inst_iter,
+        inst_iter * n_ops + op,  # iteration-major: instances come in time order
         {
             "cpu": c.inst["cpu_ns"].to_numpy(np.int64),
             "gpu": m.gpu_ns,
@@ -172,7 +173,7 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
         },
     )
     op_iter.index = pd.MultiIndex.from_arrays(
-        [op_iter.index.to_numpy() // n_it, op_iter.index.to_numpy() % n_it],
+        [op_iter.index.to_numpy() % n_ops, op_iter.index.to_numpy() // n_ops],
         names=["op", "iteration"],
     )
 
@@ -206,7 +207,8 @@ def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame
         NONE,
     )
     n_ops = len(c.ops) + 1
-    key = (kname * n_ops + (op + 1)) * n_it + gpu_iter
+    n_k = max(int(kname.max()) + 1, 1)
+    key = (gpu_iter * n_ops + (op + 1)) * n_k + kname  # iteration-major: work is time-ordered
     out = _group_stats(
         key,
         {
@@ -216,7 +218,7 @@ def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame
     )
     k = out.index.to_numpy()
     out.index = pd.MultiIndex.from_arrays(
-        [k // n_it // n_ops, k // n_it % n_ops - 1, k % n_it], names=["kernel", "op", "iteration"]
+        [k % n_k, k // n_k % n_ops - 1, k // n_k // n_ops], names=["kernel", "op", "iteration"]
     )
     return out
 

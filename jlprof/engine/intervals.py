@@ -32,7 +32,7 @@ def merge(
     # larger than any key of an earlier one, so one global cummax never leaks across groups.
     base = (group - g0) * span - t0
     skey = base + start
-    order = np.argsort(skey)
+    order = np.argsort(skey, kind="stable")  # timsort: events arrive nearly time-ordered
     sk = skey[order]
     ek = (base + end)[order]
     run_end = np.maximum.accumulate(ek)
