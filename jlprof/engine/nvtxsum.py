@@ -116,21 +116,8 @@ def range_kernel_summary(c: Correlated) -> pd.DataFrame:
         mx=("dur", "max"),
         sd=("dur", "std"),
     ).reset_index()
-    out.columns = [
-        "PID",
-        "TID",
-        "NVTX Range",
-        "Style",
-        "Kernel Name",
-        "NVTX Inst",
-        "Kern Inst",
-        "Total Time (ns)",
-        "Avg (ns)",
-        "Med (ns)",
-        "Min (ns)",
-        "Max (ns)",
-        "StdDev (ns)",
-    ]
+    keys = ["PID", "TID", "NVTX Range", "Style", "Kernel Name"]
+    out.columns = keys + [c for c in cols if c not in keys]
     out["StdDev (ns)"] = out["StdDev (ns)"].fillna(0.0)
     out = out.sort_values(
         ["NVTX Range", "PID", "TID", "Total Time (ns)"],

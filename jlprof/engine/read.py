@@ -53,6 +53,9 @@ IO_CALLS = (
 _IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
 
 Progress = Callable[[str], None]
+# leading columns every GPU activity table shares, and the kernel launch dimensions
+_ACTIVITY = ["start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid"]
+_LAUNCH_DIMS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 
 
 class StringTable:
@@ -181,23 +184,7 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             )
             + f", {_sel(a, 'graphNodeId')} FROM {kt}"
         )
-        names = [
-            "start_ns",
-            "end_ns",
-            "device_id",
-            "stream_id",
-            "correlation_id",
-            "global_pid",
-            "name_id",
-            "long_id",
-            "grid_x",
-            "grid_y",
-            "grid_z",
-            "block_x",
-            "block_y",
-            "block_z",
-            "graph_node_id",
-        ]
+        names = [*_ACTIVITY, "name_id", "long_id", *_LAUNCH_DIMS, "graph_node_id"]
         df = f.frame(sql, names)
         if len(df):
             df["name"] = strings.categorical(_int(df, "name_id"), "<unknown kernel>")
@@ -218,17 +205,7 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {_sel(a, 'bytes')}, "
             f"{kind_sql}, {_sel(a, 'graphNodeId')} FROM {table}"
         )
-        names = [
-            "start_ns",
-            "end_ns",
-            "device_id",
-            "stream_id",
-            "correlation_id",
-            "global_pid",
-            "bytes",
-            "copy_kind",
-            "graph_node_id",
-        ]
+        names = [*_ACTIVITY, "bytes", "copy_kind", "graph_node_id"]
         df = f.frame(sql, names)
         if not len(df):
             continue
@@ -250,7 +227,7 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
         df["name"] = name
         df["long_name"] = name
         df["kind"] = _const_cat(kind, len(df))
-        for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
+        for c in _LAUNCH_DIMS:
             df[c] = 0
         parts.append(df.drop(columns=["copy_kind"]))
     if not parts:
