@@ -64,7 +64,8 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     sg = ok & (g_api >= 0) & synthetic[np.maximum(g_inst, 0)]
     launched_synthetic[g_api[sg]] = True
     aok = (a_inst >= 0) & ~launched_synthetic
-    api_ns = np.bincount(a_inst[aok], weights=a_dur[aok], minlength=n)
+    # float: np.bincount ignores the weights dtype when it is given no rows (int64 zeros)
+    api_ns = np.bincount(a_inst[aok], weights=a_dur[aok], minlength=n).astype(np.float64)
     share = g["api_share_ns"].to_numpy(np.int64)
     api_ns += np.bincount(g_inst[sg], weights=share[sg], minlength=n)
     api_ns = api_ns.astype(np.int64)

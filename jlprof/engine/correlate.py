@@ -70,40 +70,30 @@ class _Keys:
 
 
 def _nest(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Parent (innermost containing range in the same lane) of every range; -1 for roots."""
+    """Parent (innermost containing range in the same lane) of every range; -1 for roots.
+
+    In the order (lane, start, -end) the innermost container of a range is the nearest
+    earlier range with ``end >=`` its end (earlier ranges start no later). That is the
+    "previous greater-or-equal" pointer, found by pointer jumping: every range skips over
+    ranges known to end before it. Unlike a stack walk this stays right when start/end
+    ranges cross (A=[0,100], B=[50,150]: B has no parent, C=[110,120] gets B).
+    """
     n = len(lane)
     parent = np.full(n, NONE, dtype=np.int64)
     if n == 0:
         return parent
     order = np.lexsort((-end, start, lane))
-    L, S, E = lane[order], start[order], end[order]
-    keys = _Keys(int(lane.max()) + 1, start, end)
-    skey = keys(L, S)
-    ekey = np.sort(keys(lane, end))
-    pos = np.arange(n)
-    lane_first = np.searchsorted(skey, keys(L, np.full(n, keys.t0 - 1)), side="left")
-    rank = pos - lane_first
-    ended = np.searchsorted(ekey, skey, side="right") - np.searchsorted(
-        ekey, keys(L, np.full(n, keys.t0 - 1)), side="left"
-    )
-    depth = np.maximum(rank - ended, 0)
-    # parent = the last earlier range of the same lane one level up
-    code = L * (int(depth.max()) + 2) + depth
-    pkey = code * (n + 1) + pos
-    qkey = (L * (int(depth.max()) + 2) + depth - 1) * (n + 1) + pos
-    psort = np.argsort(pkey, kind="stable")
-    hit = np.searchsorted(pkey[psort], qkey, side="left") - 1
-    ok = (depth > 0) & (hit >= 0)
-    cand = np.full(n, NONE, dtype=np.int64)
-    cand[ok] = psort[hit[ok]]
-    ok &= (code[np.maximum(cand, 0)] == code - 1) & (cand >= 0)
-    cand[~ok] = NONE
-    # validate containment; climb where nesting was improper (overlapping ranges)
-    for _ in range(int(depth.max()) + 1):
-        bad = (cand >= 0) & ~((S[np.maximum(cand, 0)] <= S) & (E[np.maximum(cand, 0)] >= E))
-        if not bad.any():
-            break
-        cand[bad] = cand[cand[bad]]
+    L, E = lane[order], end[order]
+    cand = np.arange(-1, n - 1, dtype=np.int64)
+    cand[1:][L[1:] != L[:-1]] = NONE
+    cand[0] = NONE
+    # invariant: every position strictly between cand[p] and p ends before E[p]
+    act = np.flatnonzero(cand >= 0)
+    while len(act):
+        c = cand[act]
+        act = act[E[c] < E[act]]
+        cand[act] = cand[cand[act]]
+        act = act[cand[act] >= 0]
     parent[order] = np.where(cand >= 0, order[np.maximum(cand, 0)], NONE)
     return parent
 

@@ -33,32 +33,59 @@ def kernel_range_pairs(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
     a_tid = c.api["global_tid"].to_numpy(np.int64)[api]
     a_start = c.api["start_ns"].to_numpy(np.int64)[api]
     a_end = c.api["end_ns"].to_numpy(np.int64)[api]
+    # the next container of a call after container ``cur`` is open at cur's start: jump to the
+    # nearest earlier range still open there, then skip ranges that end too early
+    l_lane, l_start, l_end = lane[rows], r_start[rows], r_end[rows]
+    opened = _open_before(l_lane, l_start, l_end, local_parent)
     out_k, out_r = [], []
-    tids = pd.Index(c.lane_tid)
     for d in np.unique(c.lane_dom):
         sel = np.flatnonzero(c.lane_dom == d)
         hit = pd.Index(c.lane_tid[sel]).get_indexer(a_tid)
         q_lane = np.where(hit >= 0, sel[np.maximum(hit, 0)], NONE)
-        cand = _innermost(
-            lane[rows], r_start[rows], r_end[rows], local_parent, q_lane, a_start, a_end
-        )
-        cur = cand
+        cur = _innermost(l_lane, l_start, l_end, local_parent, q_lane, a_start, a_end)
         idx = np.arange(len(kern))
         while True:
             ok = cur >= 0
             if not ok.any():
                 break
             idx, cur = idx[ok], cur[ok]
-            # ancestors in a lane contain their children; keep only true containers anyway
-            inside = (r_start[rows[cur]] <= a_start[idx]) & (a_end[idx] <= r_end[rows[cur]])
-            out_k.append(kern[idx[inside]])
-            out_r.append(rows[cur[inside]])
-            cur = local_parent[cur]
-    del tids
+            out_k.append(kern[idx])
+            out_r.append(rows[cur])
+            cur = _climb(opened[cur], a_end[idx], l_end, local_parent)
     if not out_k:
         z = np.zeros(0, np.int64)
         return z, z
     return np.concatenate(out_k), np.concatenate(out_r)
+
+
+def _climb(x: np.ndarray, need_end: np.ndarray, end: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """From ranges ``x``, the nearest range at or before each (in nesting order) that ends at
+    or after ``need_end``; ``parent`` must be :func:`~jlprof.engine.correlate._nest`'s pointer
+    (every range strictly between ``parent[p]`` and ``p`` ends before ``end[p]``)."""
+    x = x.copy()
+    act = np.flatnonzero(x >= 0)
+    while len(act):
+        act = act[end[x[act]] < need_end[act]]
+        x[act] = parent[x[act]]
+        act = act[x[act] >= 0]
+    return x
+
+
+def _open_before(
+    lane: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray
+) -> np.ndarray:
+    """Nearest earlier range of the same lane (order lane, start, -end) that is still open at
+    each range's start (``end >= start``); -1 when none. For properly nested ranges this is
+    the parent; with crossing start/end ranges it also finds containers that are not
+    ancestors (A=[0,100], B=[50,150]: a call at 60 lies in both)."""
+    n = len(lane)
+    prev = np.full(n, NONE, dtype=np.int64)
+    if n < 2:
+        return prev
+    order = np.lexsort((-end, start, lane))
+    same = lane[order[1:]] == lane[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    return _climb(prev, start, end, parent)
 
 
 def range_kernel_summary(c: Correlated) -> pd.DataFrame:
@@ -85,9 +112,19 @@ def range_kernel_summary(c: Correlated) -> pd.DataFrame:
     same_thread_end = nv["end_global_tid"].to_numpy(np.int64)[r] < 0
     k, r = k[same_thread_end], r[same_thread_end]
     g = c.gpu
-    dom = nv["domain"].astype(object).to_numpy()[r]
-    text = nv["text"].astype(object).to_numpy()[r]
-    name = np.where(dom != "", dom + ":" + text.astype(str), text)
+    # names per unique (domain, text): pyprof texts are ~1 kB and pairs can be millions
+    dom_cat, text_cat = nv["domain"].array, nv["text"].array
+    n_text = len(text_cat.categories) + 1
+    combo, uniq = pd.factorize(
+        np.asarray(dom_cat.codes, np.int64)[r] * n_text + np.asarray(text_cat.codes, np.int64)[r]
+    )
+    doms = np.asarray(dom_cat.categories, dtype=object)[np.asarray(uniq) // n_text]
+    texts = np.asarray(text_cat.categories, dtype=object)[np.asarray(uniq) % n_text]
+    labels = [f"{d}:{t}" if d else str(t) for d, t in zip(doms, texts, strict=True)]
+    lab_codes, lab_uniq = pd.factorize(np.asarray(labels, dtype=object))  # "a:b" may come twice
+    name = pd.Categorical.from_codes(
+        np.asarray(lab_codes, np.int32)[combo], categories=pd.Index(lab_uniq, dtype=object)
+    )
     etype = nv["event_type"].to_numpy(np.int64)[r]
     style = np.where(
         np.isin(etype, (schema.NVTX_PUSH_POP, schema.NVTXT_PUSH_POP)), "PushPop", "StartEnd"
@@ -102,10 +139,12 @@ def range_kernel_summary(c: Correlated) -> pd.DataFrame:
             "range": r,
             "kernel": k,
             "dur": (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)[k],
-            "Kernel Name": g["long_name"].astype(object).to_numpy()[k],
+            "Kernel Name": g["long_name"].array.take(k),
         }
     )
-    grp = df.groupby(["PID", "TID", "NVTX Range", "Style", "Kernel Name"], sort=False)
+    grp = df.groupby(
+        ["PID", "TID", "NVTX Range", "Style", "Kernel Name"], sort=False, observed=True
+    )
     out = grp.agg(
         nvtx_inst=("range", "nunique"),
         kern_inst=("kernel", "nunique"),
@@ -119,6 +158,8 @@ def range_kernel_summary(c: Correlated) -> pd.DataFrame:
     keys = ["PID", "TID", "NVTX Range", "Style", "Kernel Name"]
     out.columns = keys + [c for c in cols if c not in keys]
     out["StdDev (ns)"] = out["StdDev (ns)"].fillna(0.0)
+    for col in ("NVTX Range", "Kernel Name"):
+        out[col] = out[col].astype(object)
     out = out.sort_values(
         ["NVTX Range", "PID", "TID", "Total Time (ns)"],
         ascending=[True, True, True, False],

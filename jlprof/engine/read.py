@@ -103,6 +103,33 @@ def check_database(path: Path) -> None:
             f"{path} is not a SQLite database. Export it first "
             "(`nsys export --type sqlite FILE.nsys-rep`) or pass the .nsys-rep to jlprof."
         )
+    want = _header_size(path)
+    have = path.stat().st_size
+    if want is not None and have < want:
+        raise InputError(
+            f"{path} is truncated ({have} of {want} bytes): the copy or export did not finish. "
+            f"{REEXPORT}"
+        )
+
+
+REEXPORT = "Copy it again or re-export it: `nsys export --type sqlite -f true FILE.nsys-rep`."
+
+
+def _header_size(path: Path) -> int | None:
+    """File size the SQLite header promises (page size x page count), or None when unknown.
+
+    The in-header page count is valid when its change counter equals the
+    version-valid-for number (SQLite >= 3.7.0 always writes it so), see sqlite.org/fileformat.
+    """
+    with path.open("rb") as fh:
+        hdr = fh.read(100)
+    if len(hdr) < 100:
+        return 100  # shorter than the header itself
+    page = int.from_bytes(hdr[16:18], "big")
+    page = 65536 if page == 1 else page
+    count = int.from_bytes(hdr[28:32], "big")
+    valid = hdr[24:28] == hdr[92:96]
+    return page * count if valid and count and page >= 512 else None
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -135,7 +162,7 @@ class _Fetcher:
                 tbl = self.cx.read_sql(f"sqlite://{self.path.resolve()}", sql, return_type="arrow")
                 df = tbl.to_pandas(strings_to_categorical=True, self_destruct=True)
                 df.columns = names
-                return df
+                return _first_seen_categories(df)
             except Exception:  # odd text encodings or types: the portable path still works
                 self.cx = None
         cur = self.conn.execute(sql)
@@ -146,7 +173,26 @@ class _Fetcher:
         for col in df.columns:  # text columns as categoricals, as the Arrow path gives them
             if df[col].dtype == object or pd.api.types.is_string_dtype(df[col]):
                 df[col] = df[col].astype(object).astype("category")
-        return df
+        return _first_seen_categories(df)
+
+
+def _first_seen_categories(df: pd.DataFrame) -> pd.DataFrame:
+    """Categories in order of first appearance, whichever path read them.
+
+    Arrow dictionaries come in appearance order, ``astype("category")`` sorts; ops and report
+    rows with equal keys follow category order, so both paths must give the same one.
+    """
+    for col in df.columns:
+        if isinstance(df[col].dtype, pd.CategoricalDtype):
+            cat = df[col].array
+            codes = np.asarray(cat.codes, dtype=np.int64)
+            seen = pd.unique(codes[codes >= 0])
+            remap = np.full(len(cat.categories), -1, dtype=np.int32)
+            remap[seen] = np.arange(len(seen), dtype=np.int32)
+            new = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1).astype(np.int32)
+            cats = pd.Index(np.asarray(cat.categories, dtype=object)[seen], dtype=object)
+            df[col] = pd.Categorical.from_codes(new, categories=cats)
+    return df
 
 
 def _int(df: pd.DataFrame, col: str) -> np.ndarray:
@@ -490,7 +536,9 @@ def read_trace(
         conn = _connect(path)
         tabs = schema.tables(conn)
     except sqlite3.DatabaseError as exc:
-        raise InputError(f"{path} is not a readable SQLite database ({exc}).") from exc
+        raise InputError(
+            f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}"
+        ) from exc
     try:
         if "StringIds" not in tabs or not tabs & set(schema.NSYS_MARKER_TABLES):
             raise InputError(
@@ -512,8 +560,7 @@ def read_trace(
         meta = _read_meta(conn, tabs)
     except sqlite3.DatabaseError as exc:
         raise InputError(
-            f"{path}: the database is damaged or truncated ({exc}). Re-export it from the "
-            ".nsys-rep with `nsys export --type sqlite -f true`."
+            f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}"
         ) from exc
     finally:
         conn.close()

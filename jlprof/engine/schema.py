@@ -51,11 +51,16 @@ MEMCPY_KIND_NAMES = {
 }
 MEMSET_NAME = "[CUDA memset]"
 
-_API_SUFFIX = re.compile(r"_v\d+$")
+# CUPTI appends the CUDA version that introduced the call's signature: _v3020 ... _v12000, so
+# four digits or more. Shorter ones belong to the API's own name (cuGetProcAddress_v2, and
+# cudaGetDeviceProperties_v2_v12000 is cudaGetDeviceProperties_v2 of CUDA 12.0).
+_API_SUFFIX = re.compile(r"_v\d{4,}$")
 
 
 def strip_api_suffix(name: str) -> str:
-    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (as ``nsys stats`` reports it)."""
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``, ``cudaGraphLaunch_v10000`` ->
+    ``cudaGraphLaunch`` (nsys 2022.4 stats strips only four digits); ``cuGetProcAddress_v2``
+    stays as it is."""
     return _API_SUFFIX.sub("", name)
 
 

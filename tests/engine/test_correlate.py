@@ -162,3 +162,57 @@ def test_api_innermost_matches_brute_force():
             assert c.inst["synthetic"].iat[got[i]]
         else:
             assert got[i] == want
+
+
+def random_crossing(seed, n_lanes=2, n=90):
+    """Arbitrary intervals (start/end ranges cross each other), distinct (start, end) pairs."""
+    r = np.random.default_rng(seed)
+    lane = r.integers(0, n_lanes, n)
+    s = r.integers(0, 1_000, n)
+    e = s + r.integers(0, 400, n)
+    _, keep = np.unique(np.stack([lane, s, e]), axis=1, return_index=True)
+    return lane[keep], s[keep], e[keep]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_nesting_of_crossing_ranges_is_the_latest_starting_container(seed):
+    lane, s, e = random_crossing(seed)
+    assert _nest(lane, s, e).tolist() == reference_parent(lane, s, e)
+
+
+def test_api_innermost_with_crossing_start_end_ranges():
+    # A=[0,100], B=[50,150] cross; C=[110,120] lies in B only. A call at 125 is in B, not
+    # unassociated (a parent-chain walk from C finds nothing: C's only container is B).
+    t = make_trace(
+        gpu=[kernel(300, 310, 1), kernel(320, 330, 2), kernel(340, 350, 3)],
+        api=[call(125, 126, 1), call(60, 61, 2), call(20, 21, 3)],
+        nvtx=[
+            rng("A", 0, 100, event_type=60),
+            rng("B", 50, 150, event_type=60),
+            rng("C", 110, 120, event_type=60),
+        ],
+    )
+    c = correlate(t)
+    assert [op_of_gpu(c, i) for i in range(3)] == ["B", "B", "A"]
+    assert c.inst["parent"].tolist()[:3] == [-1, -1, 1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_api_innermost_matches_brute_force_with_crossing_ranges(seed):
+    _lane, s, e = random_crossing(seed, n_lanes=1, n=60)
+    nv = [
+        rng(f"r{i}", int(a), int(b), event_type=60)
+        for i, (a, b) in enumerate(zip(s, e, strict=True))
+    ]
+    r = np.random.default_rng(seed + 100)
+    qs = r.integers(0, int(e.max()), 200)
+    qe = qs + r.integers(0, 30, 200)
+    calls = [call(int(a), int(b), i) for i, (a, b) in enumerate(zip(qs, qe, strict=True))]
+    c = correlate(make_trace(api=calls, nvtx=nv))
+    got = c.api["inst"].to_numpy()
+    for i, (a, b) in enumerate(zip(qs, qe, strict=True)):
+        inside = [j for j in range(len(s)) if s[j] <= a and b <= e[j]]
+        if not inside:
+            assert c.inst["synthetic"].iat[got[i]]
+        else:
+            assert got[i] == max(inside, key=lambda j: (s[j], -e[j]))
