@@ -207,3 +207,27 @@ def test_expert_systems_fire_and_stay_quiet():
     assert (
         "--key_node=a" in es.loc[es["Detector"] == "No Iteration Detector", "Recommendation"].iat[0]
     )
+
+
+def test_op_type_matches_reference(loop, prof):
+    ref = reference_ops(loop)  # op names are their own types in the synthetic loop
+    ot = prof.report("op_type").set_index("Op Name")
+    for name, r in ref.items():
+        assert ot.loc[name, "No. Calls"] == r["calls"]
+        assert ot.loc[name, "No. Nodes"] == 1
+        assert ot.loc[name, "Total GPU Time (ns)"] == sum(r["gpu"])
+        assert ot.loc[name, "Max CPU Time (ns)"] == max(r["cpu"])
+
+
+def test_group_node_gpu_time_is_flattened_per_iteration(loop, prof):
+    """Brute force: per iteration, the covered nanoseconds of the kernels launched in it."""
+    b = prof.iterations.bounds_ns
+    calls = {c["correlation_id"]: c for c in loop.calls}
+    per_iter: dict[int, set[int]] = {}
+    for k in loop.kernels:
+        launch = calls[k["correlation_id"]]["start_ns"]
+        it = int(np.searchsorted(b[1:-1], launch, side="right"))
+        per_iter.setdefault(it, set()).update(range(k["start_ns"], k["end_ns"]))
+    g = prof.report("group_node").set_index("Name")
+    assert g.loc["/step", "Total GPU Time (ns)"] == sum(len(v) for v in per_iter.values())
+    assert g.loc["/step", "Max GPU Time (ns)"] == max(len(v) for v in per_iter.values())
