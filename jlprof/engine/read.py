@@ -185,6 +185,8 @@ def _first_seen_categories(df: pd.DataFrame) -> pd.DataFrame:
     for col in df.columns:
         if isinstance(df[col].dtype, pd.CategoricalDtype):
             cat = df[col].array
+            if len(cat.categories) == 0:  # all NULL (e.g. NVTX text only via textId)
+                continue
             codes = np.asarray(cat.codes, dtype=np.int64)
             seen = pd.unique(codes[codes >= 0])
             remap = np.full(len(cat.categories), -1, dtype=np.int32)

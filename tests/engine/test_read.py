@@ -306,3 +306,14 @@ def test_export_with_no_events_at_all(tmp_path: Path) -> None:
 def test_rich_export_with_every_table_created(tmp_path: Path, base) -> None:
     path = rich_db().write(tmp_path / "eager.sqlite", empty_tables=True)
     assert_same_frames(read_trace(path, use_connectorx=False), base)
+
+
+@pytest.mark.parametrize("cx", [True, False])
+def test_all_texts_registered(tmp_path, cx):
+    """Every NVTX text via textId (inline text column all NULL), as TensorRT writes them."""
+    db = NsysDb()
+    t = db.process(pid=7).thread()
+    t.push_pop("layer1", 100, 200, registered=True)
+    t.push_pop("layer2", 300, 400, registered=True)
+    tr = read_trace(db.write(tmp_path / "reg.sqlite"), use_connectorx=cx)
+    assert tr.nvtx["text"].astype(str).tolist() == ["layer1", "layer2"]
