@@ -23,6 +23,7 @@ from jlprof.engine.iterations import (
     key_node_instances,
     suggest_key_nodes,
 )
+from jlprof.engine.memory import trim
 from jlprof.engine.trace import Trace
 from jlprof.errors import AnalysisError
 
@@ -66,6 +67,7 @@ class Profile:
         say("correlating GPU work, API calls and NVTX ranges")
         self.correlated: Correlated = correlate(trace, domains)
         self.metrics: InstanceMetrics = instance_metrics(self.correlated)
+        trim()
         self._cubes: dict[str | None, Cube] = {}
         self._memo: dict[tuple, Any] = {}  # per (what, key node, range): small frames only
         self.key_node_given = key_node is not None
@@ -135,6 +137,7 @@ class Profile:
         if cube is None:
             it = find_iterations(self.correlated, self.key_node)
             cube = self._cubes[self.key_node] = build_cube(self.correlated, self.metrics, it)
+            trim()
         return cube
 
     def memo(self, what: str, lo: int, hi: int, build: Callable[[], Any]) -> Any:
