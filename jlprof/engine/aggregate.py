@@ -113,7 +113,7 @@ def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
         out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
         out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
     out["calls"] = np.diff(np.append(starts, len(k)))
-    return pd.DataFrame(out, index=pd.Index(k[starts], name="key"))
+    return pd.DataFrame(out, index=pd.Index(k[starts], name="key"), copy=False)
 
 
 @dataclass

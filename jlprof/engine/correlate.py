@@ -349,7 +349,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             "event_type": np.concatenate(
                 [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
             ),
-        }
+        },
+        copy=False,
     )
 
     api["inst"] = a_inst

@@ -286,8 +286,14 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
         if c in ("kind", "name", "long_name"):
             cols[c] = _concat_cats([p[c].array for p in parts])
         else:
-            cols[c] = np.concatenate([p[c].to_numpy(dtype=np.int64, na_value=0) for p in parts])
-    return pd.DataFrame(cols)[GPU_COLUMNS]
+            cols[c] = _cat_ints([p[c] for p in parts])
+    return pd.DataFrame({c: cols[c] for c in GPU_COLUMNS}, copy=False)  # no consolidation copy
+
+
+def _cat_ints(series: list[pd.Series]) -> np.ndarray:
+    """int64 columns end to end; a single part is used as is (no 8 MB-per-column copy)."""
+    arrays = [x.to_numpy(dtype=np.int64, na_value=0) for x in series]
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _const_cat(value: str, n: int) -> pd.Categorical:
@@ -415,7 +421,8 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
             "event_type": etype[is_range],
             "domain": domain[is_range].remove_unused_categories(),
             "text": text[is_range].remove_unused_categories(),
-        }
+        },
+        copy=False,
     )
     is_mark = etype == schema.NVTX_MARK
     marks = pd.DataFrame(
@@ -426,7 +433,8 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
             "text": text[is_mark].remove_unused_categories(),
             "int64_value": df["int64_value"].to_numpy()[is_mark],
             "double_value": df["double_value"].to_numpy()[is_mark],
-        }
+        },
+        copy=False,
     )
     return rng[NVTX_COLUMNS], marks[MARK_COLUMNS]
 
