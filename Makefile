@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= test,fast,notebook,ui
+EXTRAS ?= test,fast,notebook,ui,torch
 DEMO_OUT ?= demo_out
 
 .PHONY: system install lint format test demo bench

@@ -215,6 +215,7 @@ def run(args: argparse.Namespace, say: _Say) -> int:
             duration=args.duration,
             force=args.force,
             say=say,
+            mode=args.mode,
         )
     else:
         raise JlprofError(

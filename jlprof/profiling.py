@@ -7,7 +7,7 @@ report to SQLite, and hand the path to the engine. Every raw file stays in ``out
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from jlprof.errors import JlprofError
@@ -23,8 +23,14 @@ def profile_command(
     duration: float | None = None,
     force: bool = False,
     say: Callable[..., None] | None = None,
+    mode: str = "simple",
+    env: Mapping[str, str] | None = None,
 ) -> Path:
-    """Run ``command`` under ``nsys profile``; return the SQLite export of its report."""
+    """Run ``command`` under ``nsys profile``; return the SQLite export of its report.
+
+    In ``pytorch`` mode the program runs with ``jlprof.torch`` enabled once it imports torch
+    (see ``jlprof.torch.autoenable``), as DLProf's mode needed ``nvidia_dlprof_pytorch_nvtx``.
+    """
     from jlprof import nsys
 
     log = say or (lambda *_a, **_k: None)
@@ -37,7 +43,12 @@ def profile_command(
         force=force,
         nsys_opts=nsys_opts,
     )
-    result = nsys.run_profile(cmd, progress=lambda m: log(m))
+    extra = dict(env or {})
+    if mode == "pytorch":
+        from jlprof.torch.autoenable import pytorch_env
+
+        extra = {**pytorch_env(), **extra}
+    result = nsys.run_profile(cmd, env=extra or None, progress=lambda m: log(m))
     if not result.reports:
         raise JlprofError(
             f"nsys wrote no report for {' '.join(command)!r} (exit {result.returncode}); "

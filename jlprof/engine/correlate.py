@@ -317,6 +317,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     if not len(ops):
         ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
     ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
+    _annotation_columns(ops, parsed, op_code[: len(parsed)])
     text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
     inst_op = np.concatenate(
         [op_code[: len(parsed)][text_code], op_code[len(parsed) :][un_inv]]
@@ -381,6 +382,29 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         lane_tid=np.asarray(lane_tid, np.int64),
         lane_dom=np.asarray(lane_dom, np.int64),
     )
+
+
+ANNOTATION_COLUMNS = ("data_type", "input_shapes", "stack_trace")
+
+
+def _annotation_columns(ops: pd.DataFrame, parsed: pd.DataFrame, text_op: np.ndarray) -> None:
+    """Data type, input shapes, stack trace per op: from its first text that has shapes.
+
+    One op (name, type, direction) may run with several shapes (a smaller last batch); the
+    detail report shows one row per op, so it shows the first annotated texts' values.
+    """
+    for col in ANNOTATION_COLUMNS:
+        ops[col] = ""
+    if not len(parsed):
+        return
+    f = parsed[list(ANNOTATION_COLUMNS)].copy()
+    f["op"] = np.asarray(text_op, np.int64)
+    f = f.iloc[np.argsort((f["input_shapes"] == "").to_numpy(), kind="stable")]
+    first = f.drop_duplicates("op")
+    for col in ANNOTATION_COLUMNS:
+        vals = ops[col].to_numpy(object)
+        vals[first["op"].to_numpy()] = first[col].to_numpy(object)
+        ops[col] = vals
 
 
 def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:

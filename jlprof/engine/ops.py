@@ -5,8 +5,9 @@ Parsing runs once per *unique* text (a categorical's categories), never per rang
 Formats understood, in order:
 
 * pyprof / apex dict strings: ``{'mod': 'torch', 'op': 'conv2d', 'args': [...]}`` -> type ``conv2d``
-* jlprof annotations (``jlprof.torch``): ``/model/conv1/conv2d [aten::conv2d|fprop|...]``
-  (the bracket part is optional; see ``docs/annotation.md`` once issue 5 lands)
+* jlprof annotations (``jlprof.torch``, format in ``docs/pytorch.md``):
+  ``/Net/conv1/convolution [aten::convolution|fprop|float32|[[8,3,16,16],[4,3,3,3],[4]]]``
+  -> type ``convolution``, direction, data type, input shapes, optional ``bwd=``/``stack=``
 * ``/``-scoped names (TensorFlow, DLProf PyTorch): ``/a/b(2)/conv1d`` -> levels ``a, b(2), conv1d``,
   type ``conv1d`` (the ``(N)`` repeat suffix of guide §11.1 is dropped from the type)
 * anything else: the text is the name and the type.
@@ -24,38 +25,84 @@ import pandas as pd
 
 _REPEAT = re.compile(r"\(\d+\)$")
 _PYPROF_OP = re.compile(r"""['"]op['"]\s*:\s*['"]([^'"]+)['"]""")
-_ANNOT = re.compile(r"^(?P<name>.*?)\s*\[(?P<type>[^\]|]*)(?:\|(?P<dir>fprop|bprop))?[^\]]*\]\s*$")
+_DIRECTIONS = ("fprop", "bprop")
+COLUMNS = [
+    "op_name",
+    "op_type",
+    "direction",
+    "abs_path",
+    "data_type",
+    "input_shapes",
+    "stack_trace",
+    "bwd_op",
+]
 
 
-def _parse_one(text: str) -> tuple[str, str, str, str]:
-    """(op name, op type, direction, hierarchy path) for one range text."""
+def parse_annotation(text: str) -> dict[str, str] | None:
+    """The fields of a ``jlprof.torch`` op text, or None when ``text`` is not one.
+
+    ``name [type|direction|data type|input shapes(|key=value)*]``; the name ends at the first
+    `` [`` (module and op names hold no spaces), shapes hold no ``|``, and ``stack=`` comes last
+    so a stack trace may hold anything but a newline.
+    """
+    if not text.endswith("]"):
+        return None
+    i = text.find(" [")
+    if i < 0:
+        return None
+    inner = text[i + 2 : -1]
+    head, sep, stack = inner.partition("|stack=")
+    fields = head.split("|")
+    if len(fields) < 2 or fields[1] not in _DIRECTIONS:
+        return None
+    out = {
+        "op_name": text[:i],
+        "op_type": fields[0],
+        "direction": fields[1],
+        "data_type": fields[2] if len(fields) > 2 else "",
+        "input_shapes": fields[3] if len(fields) > 3 else "",
+        "stack_trace": stack if sep else "",
+        "bwd_op": "",
+    }
+    for extra in fields[4:]:
+        key, _, value = extra.partition("=")
+        if key == "bwd":
+            out["bwd_op"] = value
+    return out
+
+
+def _parse_one(text: str) -> tuple[str, ...]:
+    """COLUMNS for one range text."""
     name, op_type, direction = text, "", ""
     if text.startswith("{"):
         m = _PYPROF_OP.search(text)
         op_type = m.group(1) if m else "pyprof"
-        return text, op_type, "", ""
-    m = _ANNOT.match(text)
-    if m:
-        name = m.group("name")
-        op_type = m.group("type").removeprefix("aten::")
-        direction = m.group("dir") or ""
+        return text, op_type, "", "", "", "", "", ""
+    extra = ("", "", "", "")
+    ann = parse_annotation(text)
+    if ann is not None:
+        name = ann["op_name"]
+        op_type = ann["op_type"].removeprefix("aten::")
+        direction = ann["direction"]
+        extra = (ann["data_type"], ann["input_shapes"], ann["stack_trace"], ann["bwd_op"])
     path = ""
     if name.startswith("/") and len(name) > 1:
         path = "/" + "/".join(p for p in name.split("/") if p)
     if not op_type:
         last = name.rstrip("/").rsplit("/", 1)[-1] or name
         op_type = _REPEAT.sub("", last)
-    return name, op_type, direction, path
+    return (name, op_type, direction, path, *extra)
 
 
 def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
-    """Parse unique range texts into op_name, op_type, direction, op_id and abs_path columns.
+    """Parse unique range texts into COLUMNS plus op_id.
 
     ``abs_path`` is the hierarchy path for ``/``-scoped names ('' when the name is relative,
-    in which case the NVTX nesting gives the hierarchy).
+    in which case the NVTX nesting gives the hierarchy). ``data_type``, ``input_shapes``,
+    ``stack_trace`` and ``bwd_op`` come from ``jlprof.torch`` texts ('' otherwise).
     """
     rows = [_parse_one(str(t)) for t in texts]
-    df = pd.DataFrame(rows, columns=["op_name", "op_type", "direction", "abs_path"])
+    df = pd.DataFrame(rows, columns=COLUMNS)
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )

@@ -77,10 +77,10 @@ def detail(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     cols.update(_stats(df, "gpu", "GPU Time", calls))
     cols.update(_stats(df, "overhead", "CPU Overhead Time", calls))
     cols.update(_stats(df, "idle", "GPU Idle Time", calls))
-    cols["Data Type"] = ""
-    cols["Input Shapes"] = ""
+    cols["Data Type"] = df["data_type"].to_numpy(object)
+    cols["Input Shapes"] = df["input_shapes"].to_numpy(object)
     if _pytorch(p):
-        cols["Stack Trace"] = ""
+        cols["Stack Trace"] = df["stack_trace"].to_numpy(object)
     out = pd.DataFrame(cols)
     return out.sort_values(
         ["Total GPU Time (ns)", "Total CPU Time (ns)"], ascending=False, kind="stable"
@@ -271,8 +271,8 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
             "Block X": g["block_x"].to_numpy(),
             "Block Y": g["block_y"].to_numpy(),
             "Block Z": g["block_z"].to_numpy(),
-            "Data Type": blank,
-            "Input Shapes": blank,
+            "Data Type": pick("data_type"),
+            "Input Shapes": pick("input_shapes"),
             "Parameters": blank,
             "Output Shapes": blank,
             "Long Kernel Name": g["long_name"].array,

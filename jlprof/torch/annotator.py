@@ -1,0 +1,398 @@
+"""NVTX ranges for every PyTorch op, named by the module call hierarchy (guide §11).
+
+How it sees the ops without ``emit_nvtx`` (which needs a CUDA build):
+
+* a :class:`~torch.utils._python_dispatch.TorchDispatchMode` sees every aten op below autograd,
+  forward and backward, on the thread that runs it (so GPU launches nest inside its range);
+* global module forward pre/post hooks keep the scope stack (``/Net/layer1(2)``) that names ops;
+* forward ops record their autograd sequence number (``_get_sequence_nr() - 1`` while the op is
+  dispatched: autograd creates the node before redispatching); in the backward pass
+  ``torch._C._current_autograd_node()._sequence_nr()`` finds the forward op, so a backward op
+  carries its forward op's name with direction ``bprop``;
+* global optimizer step hooks give the ``optimizer_step`` range (the default key node) and a
+  patched DataLoader iterator the ``dataloader`` range.
+
+Hot path cost: one dict lookup for the op's name counter, one tuple of shapes, one cache lookup
+for the pre-registered NVTX message; the text itself is built once per unique (name, shapes).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from jlprof.torch import format as fmt
+
+try:  # the nvtx package: pre-registered strings make a push ~1 µs
+    from nvtx._lib import Domain, EventAttributes, RegisteredString
+    from nvtx._lib import mark as _lib_mark
+    from nvtx._lib import pop_range as _lib_pop
+    from nvtx._lib import push_range as _lib_push
+except ImportError:  # pragma: no cover - exercised only without the nvtx package
+    Domain = None  # type: ignore[assignment,misc]
+
+_get_seq = torch._C._autograd._get_sequence_nr
+_cur_node = torch._C._current_autograd_node
+_Tensor = torch.Tensor
+MAX_FWD_LINKS = 1 << 18  # forward-op links kept for the backward pass (oldest dropped first)
+_SKIP_FRAMES = ("/torch/", "/jlprof/torch/", "<frozen", "/nvtx/")
+
+
+class _Nvtx:
+    """Push/pop/mark with messages registered once (nsys stores them as StringIds)."""
+
+    def __init__(self) -> None:
+        if Domain is None:
+            from jlprof.errors import JlprofError
+
+            raise JlprofError(
+                "jlprof.torch needs the nvtx package: pip install 'jlprof[torch]' (nvtx>=0.2.10)"
+            )
+        self.domain = Domain(None)
+        self.handle = self.domain.handle
+        self._attrs: dict[str, Any] = {}
+
+    def attrs(self, text: str) -> Any:
+        a = self._attrs.get(text)
+        if a is None:
+            a = self._attrs[text] = EventAttributes(
+                RegisteredString(self.handle, text), "blue", None, None
+            )
+        return a
+
+    def push(self, attrs: Any) -> None:
+        _lib_push(attrs, self.handle)
+
+    def pop(self) -> None:
+        _lib_pop(self.handle)
+
+    def mark(self, text: str) -> None:
+        _lib_mark(EventAttributes(RegisteredString(self.handle, text), "blue", None, None),
+                  self.handle)  # fmt: skip
+
+
+class _Scope:
+    """One level of the call hierarchy: its path and how often each child name was used."""
+
+    __slots__ = ("counts", "module", "path")
+
+    def __init__(self, path: str, module: Any = None) -> None:
+        self.path = path
+        self.module = module
+        self.counts: dict[str, int] = {}
+
+    def child(self, name: str) -> str:
+        """``path/name``, or ``path/name(k)`` for the k-th use of ``name`` here (guide §11.1)."""
+        k = self.counts.get(name, 0) + 1
+        self.counts[name] = k
+        return f"{self.path}/{name}" if k == 1 else f"{self.path}/{name}({k})"
+
+
+def _dtype_name(dt: Any, cache: dict[Any, str] = {}) -> str:  # noqa: B006 - a cache
+    s = cache.get(dt)
+    if s is None:
+        s = cache[dt] = str(dt).removeprefix("torch.")
+    return s
+
+
+def _user_stack(limit: int = 4) -> str:
+    """The innermost user frames (not torch's, not ours): ``train.py:42 step;train.py:80 main``."""
+    out = []
+    for fr in reversed(traceback.extract_stack()):
+        fn = fr.filename.replace("\\", "/")
+        if any(s in fn for s in _SKIP_FRAMES):
+            continue
+        out.append(f"{fn.rsplit('/', 1)[-1]}:{fr.lineno} {fr.name}")
+        if len(out) == limit:
+            break
+    return ";".join(out)
+
+
+class Annotator(TorchDispatchMode):
+    """The dispatch mode plus hooks; one per process (see :func:`jlprof.torch.init`)."""
+
+    def __init__(self, *, stack_trace: bool = False) -> None:
+        super().__init__()
+        self.nvtx = _Nvtx()
+        self.stack_trace = stack_trace
+        self.root = _Scope("")
+        self.stack: list[_Scope] = [self.root]
+        self.thread = threading.get_ident()
+        self._func: dict[Any, tuple[str, str]] = {}  # OpOverload -> ("aten::x", "x")
+        self._text: dict[tuple, Any] = {}  # (name, func, shapes, dtype) -> registered attrs
+        self._fwd: dict[int, tuple[str, str, str, str]] = {}  # seq -> name, type, dtype, shapes
+        self._last_seq = -1
+        self._child_names: dict[tuple[int, int], str] = {}
+        self._handles: list[Any] = []
+        self._state: tuple | None = None
+        self._slow_seen: set[str] = set()
+        # models called at the top level, for parameter names
+        self._roots: Any = weakref.WeakValueDictionary()
+        self._patched: list[tuple[Any, str, Any]] = []
+        self.active = False
+
+    # ---- the dispatch mode ------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        f = self._func.get(func)
+        if f is None:
+            q = func._schema.name
+            f = self._func[func] = (q, q.rsplit("::", 1)[-1])
+        if f[0].startswith("profiler::"):  # record_function's own enter/exit: not model ops
+            return func(*args, **kwargs)
+        shapes: list = []
+        dtype = None
+        for a in args:
+            if isinstance(a, _Tensor):
+                shapes.append(a.shape)
+                if dtype is None:
+                    dtype = a.dtype
+            elif isinstance(a, (list, tuple)) and a and isinstance(a[0], _Tensor):
+                for t in a:
+                    if isinstance(t, _Tensor):
+                        shapes.append(t.shape)
+                        if dtype is None:
+                            dtype = t.dtype
+        shp = tuple(shapes)
+        node = _cur_node()
+        if node is None:  # forward (or no-grad) op, named by the scope it runs in
+            name = self.stack[-1].child(f[1])
+            key = (name, func, shp, dtype)
+            attrs = self._text.get(key)
+            if attrs is None:
+                attrs = self._text[key] = self._register_fwd(name, f[0], shp, dtype, key)
+            seq = _get_seq()
+            if seq != self._last_seq:  # first op since autograd made node seq-1: it is ours
+                self._last_seq = seq
+                fwd = self._fwd
+                fwd[seq - 1] = attrs[1]
+                if len(fwd) > MAX_FWD_LINKS:
+                    for k in list(fwd)[: MAX_FWD_LINKS // 2]:
+                        del fwd[k]
+            attrs = attrs[0]
+        else:
+            var = getattr(node, "variable", None)  # AccumulateGrad: one node per parameter
+            key = (node._sequence_nr(), func) if var is None else (id(var), func, 0)
+            attrs = self._text.get(key)
+            if attrs is None:
+                attrs = self._register_bwd(node, f[0], shp, dtype)
+                if attrs[1]:  # linked: cacheable (seq numbers are never reused)
+                    self._text[key] = attrs
+            attrs = attrs[0]
+        push, pop = self.nvtx.push, self.nvtx.pop
+        push(attrs)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            pop()
+
+    def _register_fwd(self, name: str, op: str, shp: tuple, dtype: Any, key: tuple) -> tuple:
+        dt = _dtype_name(dtype) if dtype is not None else ""
+        st = fmt.shapes_text(shp)
+        stack = _user_stack() if self.stack_trace else ""
+        text = fmt.op_text(name, op, "fprop", dt, st, stack=stack)
+        return self.nvtx.attrs(text), (name, op, dt, st)
+
+    def _register_bwd(self, node: Any, op: str, shp: tuple, dtype: Any) -> tuple:
+        link = self._fwd.get(node._sequence_nr())
+        if link is not None:
+            name, fop, dt, st = link
+            text = fmt.op_text(name, fop, "bprop", dt, st, bwd=op)
+            return self.nvtx.attrs(text), True
+        kind = type(node).__name__  # AccumulateGrad, or a node made before init()
+        var = getattr(node, "variable", None)
+        pname = self._param_name(var) if var is not None else None
+        dt = _dtype_name(dtype) if dtype is not None else ""
+        name = f"{pname}.grad" if pname else f"/{kind}"
+        text = fmt.op_text(name, kind, "bprop", dt, fmt.shapes_text(shp), bwd=op)
+        return self.nvtx.attrs(text), pname is not None
+
+    def _param_name(self, var: Any) -> str | None:
+        """``/Net/conv1/weight`` for a parameter of a model called since init()."""
+        for root in list(self._roots.values()):
+            for n, p in root.named_parameters():
+                if p is var:
+                    return f"/{type(root).__name__}/" + n.replace(".", "/")
+        return None
+
+    # ---- module hooks -------------------------------------------------------------------------
+    def _module_pre(self, mod: Any, args: Any) -> None:
+        if threading.get_ident() != self.thread:
+            return
+        parent = self.stack[-1]
+        pm = parent.module
+        name = None
+        if pm is not None:
+            key = (id(pm), id(mod))
+            name = self._child_names.get(key)
+            if name is None:
+                for n, c in pm.named_children():
+                    if c is mod:
+                        name = n
+                        break
+                else:
+                    name = type(mod).__name__
+                self._child_names[key] = name
+        else:
+            name = type(mod).__name__
+            if id(mod) not in self._roots:
+                self._roots[id(mod)] = mod
+            self._on_root_call(mod, args)
+        self.stack.append(_Scope(parent.child(name), mod))
+
+    def _module_post(self, mod: Any, args: Any, out: Any) -> None:
+        if threading.get_ident() != self.thread:
+            return
+        if len(self.stack) > 1 and self.stack[-1].module is mod:
+            self.stack.pop()
+
+    def _on_root_call(self, mod: Any, args: Any) -> None:
+        """Once per model call: record what the profile cannot show when it changes."""
+        batch = None
+        for a in args if isinstance(args, tuple) else (args,):
+            if isinstance(a, _Tensor) and a.dim() > 0:
+                batch = int(a.shape[0])
+                break
+        state = self.state_payload(batch)
+        key = tuple(sorted(state.items()))
+        if key != self._state:
+            self._state = key
+            self.nvtx.mark(fmt.mark_text({"event": "state", **state}))
+
+    @staticmethod
+    def state_payload(batch: int | None) -> dict[str, Any]:
+        cuda = torch.cuda.is_available()
+        amp = torch.is_autocast_enabled("cuda") if cuda else torch.is_autocast_enabled("cpu")
+        amp_dtype = ""
+        if amp:
+            amp_dtype = _dtype_name(torch.get_autocast_dtype("cuda" if cuda else "cpu"))
+        return {
+            "amp": bool(amp),
+            "amp_dtype": amp_dtype,
+            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+            "detect_anomaly": bool(torch.is_anomaly_enabled()),
+            "grad_enabled": bool(torch.is_grad_enabled()),
+            "batch_size": batch,
+            "cuda": bool(cuda),
+            "torch": torch.__version__,
+        }
+
+    # ---- iteration structure ----------------------------------------------------------------
+    def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self.nvtx.push(self.nvtx.attrs("optimizer_step"))
+        self.stack.append(_Scope("/optimizer_step", None))
+
+    def _step_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if len(self.stack) > 1 and self.stack[-1].path == "/optimizer_step":
+            self.stack.pop()
+        self.nvtx.pop()
+        self.root.counts.clear()  # a new iteration: root-level names start again
+        self._step_mark()
+
+    def _step_mark(self) -> None:
+        payload: dict[str, Any] = {"event": "step"}
+        if torch.cuda.is_available():
+            dev = torch.cuda.current_device()
+            payload["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+            payload["total_mem_bytes"] = int(torch.cuda.get_device_properties(dev).total_memory)
+        dyn = sys.modules.get("torch._dynamo.utils")
+        if dyn is not None:
+            stats = dyn.counters.get("stats", {})
+            payload["compiled_graphs"] = int(stats.get("unique_graphs", 0))
+        self.nvtx.mark(fmt.mark_text(payload))
+
+    def dataloader_range(self, fetch: Any) -> Any:
+        ann = self
+
+        def __next__(it: Any) -> Any:
+            if threading.get_ident() != ann.thread or not ann.active:
+                return fetch(it)
+            ann.root.counts.clear()
+            ann.nvtx.push(ann.nvtx.attrs("dataloader"))
+            ann.stack.append(_Scope("/dataloader", None))
+            try:
+                return fetch(it)
+            finally:
+                if ann.stack[-1].path == "/dataloader":
+                    ann.stack.pop()
+                ann.nvtx.pop()
+
+        return __next__
+
+    def slow_api(self, name: str, fn: Any) -> Any:
+        """Wrap a slow debugging API so its first use leaves a mark (Slow API detector)."""
+        ann = self
+
+        def wrapper(*a: Any, **k: Any) -> Any:
+            caller = sys._getframe(1).f_code.co_filename.replace("\\", "/")
+            if ann.active and name not in ann._slow_seen and "/torch/" not in caller:
+                ann._slow_seen.add(name)
+                ann.nvtx.mark(fmt.mark_text({"event": "slow_api", "api": name}))
+            return fn(*a, **k)
+
+        wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+        return wrapper
+
+    # ---- enable / disable -------------------------------------------------------------------
+    def _patch(self, owner: Any, attr: str, new: Any) -> None:
+        self._patched.append((owner, attr, owner.__dict__[attr]))
+        setattr(owner, attr, new)
+
+    def enable(self) -> None:
+        from torch.nn.modules import module as nnmod
+        from torch.optim import optimizer as optmod
+        from torch.utils.data import dataloader as dl
+
+        self.thread = threading.get_ident()
+        self._handles = [
+            nnmod.register_module_forward_pre_hook(self._module_pre),
+            nnmod.register_module_forward_hook(self._module_post, always_call=True),
+            optmod.register_optimizer_step_pre_hook(self._step_pre),
+            optmod.register_optimizer_step_post_hook(self._step_post),
+        ]
+        base = dl._BaseDataLoaderIter
+        self._patch(base, "__next__", self.dataloader_range(base.__next__))
+        ag = torch.autograd
+        self._patch(ag, "gradcheck", self.slow_api("gradcheck", ag.gradcheck))
+        self._patch(ag, "gradgradcheck", self.slow_api("gradgradcheck", ag.gradgradcheck))
+        prof = torch.autograd.profiler
+        for cls, api in (
+            (prof.record_function, "record_function"),
+            (prof.profile, "autograd_profiler"),
+        ):
+            self._patch(cls, "__enter__", self.slow_api(api, cls.__enter__))
+        self._patch(
+            torch.autograd.anomaly_mode.detect_anomaly,
+            "__enter__",
+            self.slow_api("detect_anomaly", torch.autograd.anomaly_mode.detect_anomaly.__enter__),
+        )
+        self._patch(
+            torch.autograd.anomaly_mode.set_detect_anomaly,
+            "__init__",
+            self.slow_api(
+                "set_detect_anomaly", torch.autograd.anomaly_mode.set_detect_anomaly.__init__
+            ),
+        )
+        self.active = True
+        self.__enter__()
+        self.nvtx.mark(fmt.mark_text({"event": "init", **self.state_payload(None)}))
+
+    def disable(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        self.__exit__(None, None, None)
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        for owner, attr, old in reversed(self._patched):
+            setattr(owner, attr, old)
+        self._patched = []
+        del self.stack[1:]

@@ -1,0 +1,57 @@
+"""Real runs of examples/torch_cnn.py under the real nsys, shared by the jlprof.torch tests.
+
+Each run costs a few seconds, so the runs are session-scoped and each serves several tests:
+
+* ``auto_run``: ``jlprof --mode=pytorch`` profiles the unmodified script (auto-enable path);
+* ``debug_run``: the script calls ``jlprof.torch.init(stack_trace=True)`` itself, under plain
+  ``nsys profile`` (simple mode), with ``detect_anomaly`` and a ``loss.item()`` per step.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("nvtx")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "torch_cnn.py"
+STEPS, BATCH = 3, 8
+
+
+def _need_nsys() -> None:
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+
+
+@pytest.fixture(scope="session")
+def auto_run(tmp_path_factory) -> Path:
+    _need_nsys()
+    out = tmp_path_factory.mktemp("torch_auto")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jlprof", "--mode=pytorch", "--reports=detail,expert_systems",
+         "--formats=csv,json", f"--output_path={out}", "-f", "true", sys.executable,
+         str(SCRIPT), "--steps", str(STEPS), "--batch", str(BATCH)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert f"trained {STEPS} steps" in proc.stdout
+    return out
+
+
+@pytest.fixture(scope="session")
+def debug_run(tmp_path_factory) -> Path:
+    _need_nsys()
+    from jlprof.profiling import profile_command
+
+    out = tmp_path_factory.mktemp("torch_debug")
+    return profile_command(
+        [sys.executable, str(SCRIPT), "--annotate", "--stack", "--anomaly", "--item",
+         "--steps", str(STEPS), "--batch", str(BATCH)],
+        output=out, force=True,
+    )  # fmt: skip
