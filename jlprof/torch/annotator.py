@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - exercised only without the nvtx packag
 _get_seq = torch._C._autograd._get_sequence_nr
 _cur_node = torch._C._current_autograd_node
 _Tensor = torch.Tensor
+ROOT_NAME_CAP = 1024  # top-level names restart after this many uses (bounded name set)
 MAX_FWD_LINKS = 1 << 18  # forward-op links kept for the backward pass (oldest dropped first)
 _SKIP_FRAMES = ("/torch/", "/jlprof/torch/", "<frozen", "/nvtx/")
 
@@ -91,6 +92,9 @@ class _Scope:
         """``path/name``, or ``path/name(k)`` for the k-th use of ``name`` here (guide §11.1)."""
         k = self.counts.get(name, 0) + 1
         self.counts[name] = k
+        return self.name(name, k)
+
+    def name(self, name: str, k: int) -> str:
         return f"{self.path}/{name}" if k == 1 else f"{self.path}/{name}({k})"
 
 
@@ -120,6 +124,8 @@ class Annotator(TorchDispatchMode):
     def __init__(self, *, stack_trace: bool = False) -> None:
         super().__init__()
         self.nvtx = _Nvtx()
+        self.handle = self.nvtx.handle
+        self._first_root: int | None = None  # first model called since the last step/fetch
         self.stack_trace = stack_trace
         self.root = _Scope("")
         self.stack: list[_Scope] = [self.root]
@@ -138,61 +144,85 @@ class Annotator(TorchDispatchMode):
         self.active = False
 
     # ---- the dispatch mode ------------------------------------------------------------------
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No ``torch._disable_dynamo`` wrapper around our hot path (it costs ~2 µs per op);
+        nothing compiled ever runs inside ``__torch_dispatch__`` here."""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        f = self._func.get(func)
+        fid = id(func)
+        f = self._func.get(fid)
         if f is None:
-            q = func._schema.name
-            f = self._func[func] = (q, q.rsplit("::", 1)[-1])
-        if f[0].startswith("profiler::"):  # record_function's own enter/exit: not model ops
-            return func(*args, **kwargs)
-        shapes: list = []
+            f = self._func[fid] = self._describe(func)
+        if f[2]:  # record_function's own enter/exit: not model ops
+            return func(*args, **(kwargs or {}))
+        shapes = []
         dtype = None
         for a in args:
             if isinstance(a, _Tensor):
                 shapes.append(a.shape)
                 if dtype is None:
                     dtype = a.dtype
-            elif isinstance(a, (list, tuple)) and a and isinstance(a[0], _Tensor):
+            elif a.__class__ is list and a and isinstance(a[0], _Tensor):
                 for t in a:
                     if isinstance(t, _Tensor):
                         shapes.append(t.shape)
                         if dtype is None:
                             dtype = t.dtype
-        shp = tuple(shapes)
         node = _cur_node()
         if node is None:  # forward (or no-grad) op, named by the scope it runs in
-            name = self.stack[-1].child(f[1])
-            key = (name, func, shp, dtype)
-            attrs = self._text.get(key)
-            if attrs is None:
-                attrs = self._text[key] = self._register_fwd(name, f[0], shp, dtype, key)
+            scope = self.stack[-1]
+            counts = scope.counts
+            k = counts.get(f[1], 0) + 1
+            counts[f[1]] = k
+            key = (scope.path, fid, k, tuple(shapes), dtype)
+            entry = self._text.get(key)
+            if entry is None:
+                entry = self._text[key] = self._register_fwd(scope, f, k, shapes, dtype)
             seq = _get_seq()
             if seq != self._last_seq:  # first op since autograd made node seq-1: it is ours
                 self._last_seq = seq
-                fwd = self._fwd
-                fwd[seq - 1] = attrs[1]
-                if len(fwd) > MAX_FWD_LINKS:
-                    for k in list(fwd)[: MAX_FWD_LINKS // 2]:
-                        del fwd[k]
-            attrs = attrs[0]
+                self._link(seq - 1, entry[1])
+            attrs = entry[0]
         else:
             var = getattr(node, "variable", None)  # AccumulateGrad: one node per parameter
-            key = (node._sequence_nr(), func) if var is None else (id(var), func, 0)
-            attrs = self._text.get(key)
-            if attrs is None:
-                attrs = self._register_bwd(node, f[0], shp, dtype)
-                if attrs[1]:  # linked: cacheable (seq numbers are never reused)
-                    self._text[key] = attrs
-            attrs = attrs[0]
-        push, pop = self.nvtx.push, self.nvtx.pop
-        push(attrs)
+            key = (node._sequence_nr(), fid) if var is None else (id(var), fid, 0)
+            entry = self._text.get(key)
+            if entry is None:
+                entry = self._register_bwd(node, f[0], shapes, dtype)
+                if entry[1]:  # linked: cacheable (seq numbers are never reused)
+                    self._text[key] = entry
+            attrs = entry[0]
+        handle = self.handle
+        _lib_push(attrs, handle)
         try:
-            return func(*args, **kwargs)
+            return func(*args, **(kwargs or {}))
         finally:
-            pop()
+            _lib_pop(handle)
 
-    def _register_fwd(self, name: str, op: str, shp: tuple, dtype: Any, key: tuple) -> tuple:
+    @staticmethod
+    def _describe(func: Any) -> tuple[str, str, bool]:
+        q = func._schema.name
+        return q, q.rsplit("::", 1)[-1], q.startswith("profiler::")
+
+    def _link(self, seq: int, info: tuple) -> None:
+        fwd = self._fwd
+        fwd[seq] = info
+        if len(fwd) > MAX_FWD_LINKS:
+            for k in list(fwd)[: MAX_FWD_LINKS // 2]:
+                del fwd[k]
+
+    def new_iteration(self) -> None:
+        """Top-level names start again (``/Net``, not ``/Net(57)``): a step ended, a fetch began,
+        or the first model of the iteration is called again (inference loops)."""
+        self.root.counts.clear()
+        self._first_root = None
+
+    def _register_fwd(self, scope: _Scope, f: tuple, k: int, shp: list, dtype: Any) -> tuple:
+        name, op = scope.name(f[1], k), f[0]
+        if scope is self.root and k >= ROOT_NAME_CAP:  # top-level loop with no step/fetch: wrap
+            scope.counts.clear()
         dt = _dtype_name(dtype) if dtype is not None else ""
         st = fmt.shapes_text(shp)
         stack = _user_stack() if self.stack_trace else ""
@@ -241,6 +271,11 @@ class Annotator(TorchDispatchMode):
                 self._child_names[key] = name
         else:
             name = type(mod).__name__
+            if self._first_root is None:
+                self._first_root = id(mod)
+            elif self._first_root == id(mod):
+                self.new_iteration()
+                self._first_root = id(mod)
             if id(mod) not in self._roots:
                 self._roots[id(mod)] = mod
             self._on_root_call(mod, args)
@@ -293,7 +328,7 @@ class Annotator(TorchDispatchMode):
         if len(self.stack) > 1 and self.stack[-1].path == "/optimizer_step":
             self.stack.pop()
         self.nvtx.pop()
-        self.root.counts.clear()  # a new iteration: root-level names start again
+        self.new_iteration()
         self._step_mark()
 
     def _step_mark(self) -> None:
@@ -314,7 +349,7 @@ class Annotator(TorchDispatchMode):
         def __next__(it: Any) -> Any:
             if threading.get_ident() != ann.thread or not ann.active:
                 return fetch(it)
-            ann.root.counts.clear()
+            ann.new_iteration()
             ann.nvtx.push(ann.nvtx.attrs("dataloader"))
             ann.stack.append(_Scope("/dataloader", None))
             try:
