@@ -240,6 +240,7 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             df["long_name"] = strings.categorical(_int(df, "long_id"), "<unknown kernel>")
             df["kind"] = _const_cat("kernel", len(df))
             df["bytes"] = 0
+            df["pageable"] = 0
             parts.append(df.drop(columns=["name_id", "long_id"]))
     for table, kind in (
         ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
@@ -249,12 +250,19 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             continue
         a = schema.columns(f.conn, table)
         kind_sql = _sel(a, "copyKind") if kind == "memcpy" else "-1"
+        # CUPTI memory kind 0 = pageable host memory: such copies stall the host (no overlap)
+        pageable_sql = (
+            f"(coalesce({_sel(a, 'srcKind', '-1')}, -1) = 0 "
+            f"OR coalesce({_sel(a, 'dstKind', '-1')}, -1) = 0)"
+            if kind == "memcpy"
+            else "0"
+        )
         sql = (
             f"SELECT start, end, {_sel(a, 'deviceId')}, {_sel(a, 'streamId')}, "
             f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {_sel(a, 'bytes')}, "
-            f"{kind_sql}, {_sel(a, 'graphNodeId')} FROM {table}"
+            f"{kind_sql}, {_sel(a, 'graphNodeId')}, {pageable_sql} FROM {table}"
         )
-        names = [*_ACTIVITY, "bytes", "copy_kind", "graph_node_id"]
+        names = [*_ACTIVITY, "bytes", "copy_kind", "graph_node_id", "pageable"]
         df = f.frame(sql, names)
         if not len(df):
             continue

@@ -16,6 +16,7 @@ integer nanoseconds on the nsys session clock; strings are pandas categoricals.
     grid_x … block_z  int64 (0 for memory work)
     bytes           int64 (0 for kernels)
     graph_node_id   int64 (0 when not launched from a CUDA graph)
+    pageable        int64 1 for a memcpy from/to pageable (unpinned) host memory, else 0
 
 ``api`` (CUDA runtime and driver calls)
     start_ns, end_ns, global_tid, correlation_id  int64
@@ -63,6 +64,7 @@ GPU_COLUMNS = [
     "block_z",
     "bytes",
     "graph_node_id",
+    "pageable",
 ]
 API_COLUMNS = ["start_ns", "end_ns", "global_tid", "correlation_id", "name", "event_class"]
 NVTX_COLUMNS = [

@@ -204,10 +204,12 @@ DETECTORS: list[Callable[[Profile, int, int], list[Finding]]] = [
 
 
 def findings(p: Profile, lo: int, hi: int) -> list[Finding]:
+    from jlprof.reports import expert_pytorch  # framework-aware detectors (guide §10.10)
+
     out: list[Finding] = []
     for det in DETECTORS:
         out += det(p, lo, hi)
-    return out
+    return out + expert_pytorch.findings(p, lo, hi)
 
 
 def run_all(p: Profile, lo: int, hi: int) -> pd.DataFrame:

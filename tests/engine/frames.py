@@ -89,6 +89,7 @@ def make_trace(gpu=(), api=(), nvtx=(), gpus=(), osrt=()) -> Trace:
             "block_z": 1,
             "bytes": 0,
             "graph_node_id": 0,
+            "pageable": 0,
             "stream_id": 7,
         },
     )

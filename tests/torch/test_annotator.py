@@ -108,3 +108,14 @@ def test_init_is_idempotent_and_restores_what_it_patched():
     with jt.init() as h:
         assert h.enabled
     assert not jt.enabled()
+
+
+def test_expert_systems_on_the_real_runs(auto_run, debug_run):
+    rep = pd.read_csv(auto_run / "jlprof_expert_systems.csv")
+    found = set(rep["Detector"])
+    assert "AMP Detector" in found  # fp32 convolutions, autocast off
+    assert not {"Slow API Detector", "Device Sync Detector", "Emit NVTX Missing Detector"} & found
+    p = jlprof.load(debug_run, mode="pytorch")
+    dbg = p.report("expert_systems").set_index("Detector")
+    assert "torch.autograd.detect_anomaly()" in dbg.loc["Slow API Detector", "Problem"]
+    assert "/_local_scalar_dense:fprop" in dbg.loc["Device Sync Detector", "Problem"]

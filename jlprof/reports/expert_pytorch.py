@@ -1,0 +1,570 @@
+"""Expert systems for PyTorch (guide §10.10) and the GPU-side ones DLProf never had.
+
+DLProf's PyTorch detectors (AMP, Dataloader, cuDNN benchmark, Slow API, Batch Size, Emit NVTX
+missing) read framework state the trace cannot show; here it comes from the ``jlprof:`` marks that
+``jlprof.torch`` writes (``jlprof.engine.annotations``), so every detector works from the saved
+profile alone. The rest read the trace: host-bound gaps between iterations, launch-bound steps,
+pageable/synchronous copies, host<->device copies inside the step, device syncs in the loop and
+torch.compile recompilations. Thresholds are module constants (documented, tested).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine.aggregate import DATALOADER
+from jlprof.engine.annotations import annotation_facts
+from jlprof.reports.expert import Finding
+
+if TYPE_CHECKING:
+    from jlprof.engine.profile import Profile
+
+DATALOADER_PCT = 10.0  # % of the range's wall time in DataLoader fetches
+BATCH_MEM_PCT = 50.0  # peak allocated / device memory below which the batch could grow
+BATCH_MEM_TARGET = 0.8  # suggested batch sizes aim at this fraction of device memory
+GAP_PCT = 10.0  # GPU idle between iterations, % of the iterations' wall time
+LAUNCH_MIN_KERNELS = 100  # kernels per iteration before a step can be "launch-bound"
+LAUNCH_TINY_NS = 10_000  # median kernel shorter than this is "tiny"
+SYNC_ITER_FRACTION = 0.5  # syncs in at least this share of the iterations
+TOP = 5
+SYNC_APIS = re.compile(
+    r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaMemcpy|"
+    r"cudaMemcpy[23]D|cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize|cuMemcpyDtoH|"
+    r"cuMemcpyHtoD)(_v\d+)?$"
+)
+SYNC_OPS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "nonzero", "equal"})
+CONV = re.compile(r"conv", re.I)
+
+
+# ---- shared evidence ----------------------------------------------------------------------
+def facts(p: Profile) -> dict[str, Any]:
+    return p.memo("torch_facts", 0, 0, lambda: annotation_facts(p.trace))
+
+
+def _window(p: Profile, lo: int, hi: int) -> tuple[int, int]:
+    b = p.iterations.bounds_ns
+    return int(b[lo]), int(b[hi + 1])
+
+
+def _annotated_ops(p: Profile) -> np.ndarray:
+    return (p.correlated.ops["direction"] != "").to_numpy(bool)
+
+
+def applies(p: Profile) -> bool:
+    """PyTorch detectors run in ``pytorch`` mode or when jlprof.torch annotations are present."""
+    return p.mode == "pytorch" or bool(_annotated_ops(p).any()) or facts(p)["annotated"]
+
+
+def _inst_in_range(p: Profile, lo: int, hi: int) -> np.ndarray:
+    it = p.cube.inst_iter
+    return (it >= lo) & (it <= hi)
+
+
+def _gpu_in_range(p: Profile, lo: int, hi: int) -> np.ndarray:
+    it = p.cube.gpu_iter
+    return (it >= lo) & (it <= hi)
+
+
+def _op_of_gpu(p: Profile) -> np.ndarray:
+    inst = p.correlated.gpu["inst"].to_numpy(np.int64)
+    ops = p.correlated.inst["op"].to_numpy(np.int64)
+    return np.where(inst >= 0, ops[np.maximum(inst, 0)], -1)
+
+
+def _top_ops(p: Profile, op: np.ndarray, weight: np.ndarray | None = None) -> list[dict]:
+    """The ops behind some events, most first: op ID and count (and summed weight)."""
+    op = op[op >= 0]
+    if not len(op):
+        return []
+    w = np.ones(len(op)) if weight is None else weight
+    s = pd.DataFrame({"op": op, "w": w}).groupby("op")["w"].agg(["count", "sum"])
+    s = s.sort_values(["sum", "count"], ascending=False).head(TOP)
+    ids = p.correlated.ops["op_id"].to_numpy(object)
+    out = []
+    for o, row in s.iterrows():
+        d = {"op_id": str(ids[int(o)]), "count": int(row["count"])}
+        if weight is not None:
+            d["total"] = int(row["sum"])
+        out.append(d)
+    return out
+
+
+# ---- DLProf's PyTorch detectors -----------------------------------------------------------
+def amp(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """AMP Detector: Tensor Core eligible ops run while autocast was never on."""
+    f = facts(p)
+    states = f["states"]
+    det = p.report("detail", lo, hi)
+    elig = det[det["TC Eligibility"]]
+    if elig.empty:
+        return []
+    if states:
+        if any(s.get("amp") for s in states):
+            return []
+        how = "autocast was off in every model call"
+    else:  # no marks: fall back on the annotated data types
+        dtypes = set(elig.get("Data Type", pd.Series(dtype=object))) - {""}
+        if not dtypes or dtypes - {"float32", "float64"}:
+            return []
+        how = f"every Tensor Core eligible op ran in {', '.join(sorted(dtypes))}"
+    top = elig.nlargest(TOP, ["Total GPU Time (ns)", "Total CPU Time (ns)"])
+    ev = {
+        "amp_states": [s.get("amp") for s in states],
+        "tc_eligible_ops": len(elig),
+        "tc_eligible_gpu_ns": int(elig["Total GPU Time (ns)"].sum()),
+        "ops": list(top["Op ID"]),
+    }
+    return [
+        Finding(
+            "AMP Detector",
+            f"Automatic mixed precision (AMP) is not used: {how}, and {len(elig)} op(s) could "
+            f"use Tensor Cores (e.g. {top.iloc[0]['Op ID']}).",
+            "Wrap the forward pass and loss in torch.autocast(device_type='cuda', "
+            "dtype=torch.float16 or torch.bfloat16) and scale the loss with "
+            "torch.amp.GradScaler for float16.",
+            ev,
+        )
+    ]
+
+
+def dataloader(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Dataloader Detector: a large share of the range is spent fetching batches."""
+    c = p.correlated
+    ops = c.ops
+    is_dl = (
+        ops["op_name"].astype(str).str.fullmatch(r"(?i).*dataloader|data_?load(er)?")
+        | ops["op_type"].astype(str).str.contains(DATALOADER)
+    ).to_numpy(bool)
+    inst = c.inst
+    sel = _inst_in_range(p, lo, hi) & is_dl[inst["op"].to_numpy(np.int64)]
+    sel &= ~inst["synthetic"].to_numpy(bool)
+    if not sel.any():
+        return []
+    t0, t1 = _window(p, lo, hi)
+    start = np.clip(inst["start_ns"].to_numpy(np.int64)[sel], t0, t1)
+    end = np.clip(inst["end_ns"].to_numpy(np.int64)[sel], t0, t1)
+    order = np.argsort(start)
+    start, end = start[order], end[order]
+    busy = _union(start, end)
+    wall = max(t1 - t0, 1)
+    pct = 100.0 * busy / wall
+    if pct < DATALOADER_PCT:
+        return []
+    ev = {
+        "dataloader_ns": busy,
+        "wall_ns": wall,
+        "dataloader_pct": round(pct, 2),
+        "fetches": int(sel.sum()),
+        "avg_fetch_ns": int((end - start).mean()),
+    }
+    return [
+        Finding(
+            "Dataloader Detector",
+            f"{pct:.1f}% of the aggregated range is spent in the DataLoader "
+            f"({int(sel.sum())} fetches, {ev['avg_fetch_ns'] / 1e6:.2f} ms each on average).",
+            "Load data in parallel with training: DataLoader(num_workers=N, pin_memory=True, "
+            "persistent_workers=True, prefetch_factor=2+); move per-sample preprocessing to "
+            "the GPU or do it once ahead of training.",
+            ev,
+        )
+    ]
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of intervals sorted by start."""
+    if not len(start):
+        return 0
+    reach = np.maximum.accumulate(end)
+    prev = np.concatenate([[start[0]], reach[:-1]])
+    return int(np.maximum(end - np.maximum(start, prev), 0).sum() + 0)
+
+
+def cudnn_benchmark(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """cuDNN Benchmark Detector: convolutions on the GPU with cudnn.benchmark off."""
+    f = facts(p)
+    states = f["states"]
+    if not states or any(s.get("cudnn_benchmark") for s in states):
+        return []
+    det = p.report("detail", lo, hi)
+    conv = det[det["Op Type"].astype(str).str.contains(CONV)]
+    on_gpu = bool(any(s.get("cuda") for s in states)) or conv["Total GPU Time (ns)"].sum() > 0
+    if conv.empty or not on_gpu:
+        return []
+    ev = {
+        "conv_ops": len(conv),
+        "conv_gpu_ns": int(conv["Total GPU Time (ns)"].sum()),
+        "ops": list(conv.nlargest(TOP, "Total GPU Time (ns)")["Op ID"]),
+        "input_shapes": sorted(set(conv["Input Shapes"]) - {""})[:TOP],
+    }
+    return [
+        Finding(
+            "cuDNN Benchmark Detector",
+            f"torch.backends.cudnn.benchmark is False while {len(conv)} convolution op(s) run "
+            "on the GPU: cuDNN uses its default algorithms instead of the fastest ones.",
+            "Set torch.backends.cudnn.benchmark = True before training when input shapes stay "
+            "the same from step to step (it re-tunes for every new shape).",
+            ev,
+        )
+    ]
+
+
+SLOW_API_ADVICE = {
+    "detect_anomaly": "torch.autograd.detect_anomaly()",
+    "set_detect_anomaly": "torch.autograd.set_detect_anomaly(True)",
+    "gradcheck": "torch.autograd.gradcheck",
+    "gradgradcheck": "torch.autograd.gradgradcheck",
+    "record_function": "torch.autograd.profiler.record_function",
+    "autograd_profiler": "torch.autograd.profiler.profile",
+}
+
+
+def slow_api(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Slow API Detector: debugging APIs left on in the profiled run."""
+    f = facts(p)
+    apis = list(f["slow_apis"])
+    if any(s.get("detect_anomaly") for s in f["states"]) and not {
+        "detect_anomaly",
+        "set_detect_anomaly",
+    } & set(apis):
+        apis.append("detect_anomaly")
+    if not apis:
+        return []
+    names = [SLOW_API_ADVICE.get(a, a) for a in apis]
+    return [
+        Finding(
+            "Slow API Detector",
+            f"Slow debugging API(s) used during the run: {', '.join(names)}.",
+            "Use these only while debugging: remove them (or guard them with a flag) for "
+            "training and profiling runs.",
+            {"apis": apis},
+        )
+    ]
+
+
+def batch_size(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Batch Size Detector: the peak GPU memory leaves much of the device unused."""
+    f = facts(p)
+    peak, total = f["peak_mem_bytes"], f["total_mem_bytes"]
+    if not peak or not total:
+        return []
+    pct = 100.0 * peak / total
+    if pct >= BATCH_MEM_PCT:
+        return []
+    batch = f["user"].get("batch_size") or f["state"].get("batch_size")
+    ev: dict[str, Any] = {
+        "peak_mem_bytes": int(peak),
+        "total_mem_bytes": int(total),
+        "peak_mem_pct": round(pct, 2),
+        "batch_size": batch,
+    }
+    rec = "Increase the batch size (scale the learning rate with it)"
+    if batch:
+        suggest = int(batch * BATCH_MEM_TARGET * total / peak)
+        ev["suggested_batch_size"] = suggest
+        rec += f": about {suggest} would use ~{BATCH_MEM_TARGET:.0%} of the GPU memory"
+    return [
+        Finding(
+            "Batch Size Detector",
+            f"The training peaks at {peak / 2**30:.2f} GiB of {total / 2**30:.2f} GiB GPU "
+            f"memory ({pct:.0f}%)" + (f" with batch size {batch}" if batch else "") + ".",
+            rec + ".",
+            ev,
+        )
+    ]
+
+
+def annotation_missing(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Emit NVTX Missing Detector: pytorch mode but no (or forward-only) op annotation."""
+    if p.mode != "pytorch":
+        return []
+    ops = p.correlated.ops
+    direction = ops["direction"].astype(str)
+    pyprof = ops["op_name"].astype(str).str.startswith("{").any()
+    if not (direction != "").any() and not pyprof:
+        return [
+            Finding(
+                "Emit NVTX Missing Detector",
+                "No PyTorch ops were detected: the profile has no jlprof.torch (or "
+                "emit_nvtx) op ranges, so ops, directions and shapes are unknown.",
+                "Call jlprof.torch.init() before the training loop (or profile with "
+                "jlprof --mode=pytorch / %%dlprof -m pytorch, which does it).",
+                {"annotated_ops": 0},
+            )
+        ]
+    key = p.key_node == "optimizer_step"
+    if key and (direction == "fprop").any() and not (direction == "bprop").any():
+        return [
+            Finding(
+                "Emit NVTX Missing Detector",
+                "Forward ops are annotated but no backward (bprop) op was seen although the "
+                "run has optimizer steps: the backward pass ran unannotated.",
+                "Call jlprof.torch.init() on the thread that calls loss.backward(), before "
+                "the first backward pass.",
+                {"fprop_ops": int((direction == "fprop").sum()), "bprop_ops": 0},
+            )
+        ]
+    return []
+
+
+# ---- beyond DLProf ------------------------------------------------------------------------
+def host_bound(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """GPU idle between iterations: the host prepares the next step while the GPU waits."""
+    g = p.correlated.gpu
+    if not len(g) or hi - lo < 1:
+        return []
+    it = p.cube.gpu_iter
+    sel = _gpu_in_range(p, lo, hi)
+    if not sel.any():
+        return []
+    df = pd.DataFrame(
+        {"it": it[sel], "s": g["start_ns"].to_numpy()[sel], "e": g["end_ns"].to_numpy()[sel]}
+    )
+    span = df.groupby("it").agg(first=("s", "min"), last=("e", "max"))
+    idx = span.index.to_numpy()
+    consec = np.flatnonzero(np.diff(idx) == 1)
+    if not len(consec):
+        return []
+    gaps = span["first"].to_numpy()[consec + 1] - span["last"].to_numpy()[consec]
+    gaps = np.maximum(gaps, 0)
+    wall = int(p.iterations.durations_ns()[idx[consec + 1]].sum())
+    pct = 100.0 * gaps.sum() / max(wall, 1)
+    if pct < GAP_PCT:
+        return []
+    worst = np.argsort(gaps)[::-1][:TOP]
+    ev = {
+        "idle_between_iterations_ns": int(gaps.sum()),
+        "pct_of_wall": round(pct, 2),
+        "median_gap_ns": int(np.median(gaps)),
+        "worst_iterations": [int(idx[consec[i] + 1]) for i in worst],
+        "worst_gap_ns": [int(gaps[i]) for i in worst],
+    }
+    return [
+        Finding(
+            "Host-Bound Gap Detector",
+            f"The GPU sits idle between iterations for {pct:.1f}% of the time (median gap "
+            f"{ev['median_gap_ns'] / 1e6:.2f} ms): the host is not ready with the next step.",
+            "Overlap host work with the GPU: DataLoader workers with pin_memory and "
+            ".to(device, non_blocking=True), no logging/.item() between steps, and keep "
+            "per-step Python work small (or capture the step in a CUDA graph).",
+            ev,
+        )
+    ]
+
+
+def launch_bound(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Many tiny kernels: launch overhead, not GPU work, sets the pace."""
+    g = p.correlated.gpu
+    kern = (g["kind"] == "kernel").to_numpy(bool) & _gpu_in_range(p, lo, hi)
+    n_it = hi - lo + 1
+    if kern.sum() < LAUNCH_MIN_KERNELS * n_it:
+        return []
+    dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)[kern]
+    med = float(np.median(dur))
+    api = g["api"].to_numpy(np.int64)[kern]
+    a = p.correlated.api
+    a_dur = (a["end_ns"] - a["start_ns"]).to_numpy(np.int64)
+    launch_ns = int(a_dur[np.unique(api[api >= 0])].sum()) if len(a) else 0
+    if med >= LAUNCH_TINY_NS or launch_ns < dur.sum():
+        return []
+    ev = {
+        "kernels_per_iteration": round(kern.sum() / n_it, 1),
+        "median_kernel_ns": int(med),
+        "kernel_ns": int(dur.sum()),
+        "launch_api_ns": launch_ns,
+        "ops": _top_ops(p, _op_of_gpu(p)[kern]),
+    }
+    return [
+        Finding(
+            "Launch-Bound Step Detector",
+            f"Each iteration launches {ev['kernels_per_iteration']:.0f} kernels with a median "
+            f"run time of {med / 1e3:.1f} µs; launching them takes longer ({launch_ns / 1e6:.2f}"
+            f" ms) than running them ({dur.sum() / 1e6:.2f} ms).",
+            "Reduce launches: torch.compile(model) to fuse ops, CUDA graphs "
+            "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fused optimizers "
+            "(foreach/fused=True), or a larger batch per launch.",
+            ev,
+        )
+    ]
+
+
+def _memcpy_rows(p: Profile, lo: int, hi: int) -> tuple[pd.DataFrame, np.ndarray]:
+    g = p.correlated.gpu
+    sel = (g["kind"] == "memcpy").to_numpy(bool) & _gpu_in_range(p, lo, hi)
+    return g, sel
+
+
+def slow_copies(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Copies from pageable host memory or through synchronous cudaMemcpy calls."""
+    g, sel = _memcpy_rows(p, lo, hi)
+    if not sel.any():
+        return []
+    pageable = sel & (g["pageable"].to_numpy(np.int64) == 1)
+    api = g["api"].to_numpy(np.int64)
+    a = p.correlated.api
+    a_names = a["name"].astype(str).to_numpy(object) if len(a) else np.zeros(0, object)
+    api_name = np.where(api >= 0, a_names[np.maximum(api, 0)] if len(a) else "", "")
+    sync_call = sel & np.array([bool(SYNC_APIS.match(str(n))) for n in api_name], bool)
+    bad = pageable | sync_call
+    if not bad.any():
+        return []
+    dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)
+    nbytes = g["bytes"].to_numpy(np.int64)
+    ev = {
+        "pageable_copies": int(pageable.sum()),
+        "synchronous_copies": int(sync_call.sum()),
+        "bytes": int(nbytes[bad].sum()),
+        "copy_ns": int(dur[bad].sum()),
+        "ops": _top_ops(p, _op_of_gpu(p)[bad], nbytes[bad]),
+    }
+    parts = []
+    if pageable.any():
+        parts.append(f"{int(pageable.sum())} copies use pageable (unpinned) host memory")
+    if sync_call.any():
+        parts.append(f"{int(sync_call.sum())} copies are synchronous cudaMemcpy calls")
+    return [
+        Finding(
+            "Synchronous/Pageable Copy Detector",
+            "; ".join(parts) + f" ({ev['bytes'] / 2**20:.1f} MiB): the host waits for them and "
+            "they cannot overlap with compute.",
+            "Pin host memory (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with "
+            "tensor.to(device, non_blocking=True).",
+            ev,
+        )
+    ]
+
+
+def step_copies(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Host<->device copies inside the training step (device->host, or host->device in a model)."""
+    g, sel = _memcpy_rows(p, lo, hi)
+    if not sel.any():
+        return []
+    names = g["name"].astype(str).to_numpy(object)
+    dtoh = sel & (names == "[CUDA memcpy DtoH]")
+    htod = sel & (names == "[CUDA memcpy HtoD]")
+    op = _op_of_gpu(p)
+    op_names = p.correlated.ops["op_name"].astype(str).to_numpy(object)
+    name_of = np.where(op >= 0, op_names[np.maximum(op, 0)], "")
+    in_model = np.array([n.count("/") >= 2 and not DATALOADER.search(n) for n in name_of], bool)
+    bad = dtoh | (htod & in_model)
+    if not bad.any():
+        return []
+    nbytes = g["bytes"].to_numpy(np.int64)
+    ev = {
+        "device_to_host": int(dtoh.sum()),
+        "host_to_device_in_model": int((htod & in_model).sum()),
+        "per_iteration": round(bad.sum() / (hi - lo + 1), 2),
+        "bytes": int(nbytes[bad].sum()),
+        "ops": _top_ops(p, op[bad], nbytes[bad]),
+    }
+    where = ev["ops"][0]["op_id"] if ev["ops"] else "unannotated code"
+    return [
+        Finding(
+            "Copies In Step Detector",
+            f"{int(bad.sum())} host<->device copies run inside the training step "
+            f"({ev['device_to_host']} device-to-host, {ev['host_to_device_in_model']} "
+            f"host-to-device inside the model), e.g. in {where}.",
+            "Keep tensors on the GPU inside the step: create constants with device=..., "
+            "avoid .cpu()/.numpy()/.tolist() on step results, and move inputs once per batch.",
+            ev,
+        )
+    ]
+
+
+def device_syncs(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """Host-device synchronisations inside the loop (``.item()``, ``.cpu()``, explicit syncs)."""
+    c = p.correlated
+    n_it = hi - lo + 1
+    hit_iters: set[int] = set()
+    ev: dict[str, Any] = {}
+    # syncing ops seen by the annotation (CPU and GPU builds alike)
+    op_types = c.ops["op_type"].astype(str).to_numpy(object)
+    is_sync_op = np.array([t in SYNC_OPS for t in op_types], bool)
+    inst_op = c.inst["op"].to_numpy(np.int64)
+    sel = _inst_in_range(p, lo, hi) & is_sync_op[inst_op] & ~c.inst["synthetic"].to_numpy(bool)
+    if sel.any():
+        hit_iters |= set(p.cube.inst_iter[sel].tolist())
+        ev["sync_ops"] = _top_ops(p, inst_op[sel])
+    # explicit synchronising CUDA calls
+    a = c.api
+    if len(a):
+        names = a["name"].astype(str)
+        cats = names.astype("category")
+        ok = np.array([bool(SYNC_APIS.match(str(n))) for n in cats.cat.categories], bool)
+        codes = cats.cat.codes.to_numpy()
+        a_it = p.iterations.of(a["start_ns"].to_numpy(np.int64))
+        asel = ok[codes] & (a_it >= lo) & (a_it <= hi)
+        if asel.any():
+            hit_iters |= set(a_it[asel].tolist())
+            inst = a["inst"].to_numpy(np.int64)[asel]
+            ev["sync_calls"] = int(asel.sum())
+            ev["sync_call_names"] = sorted(set(names.to_numpy(object)[asel]))[:TOP]
+            ev["sync_call_ops"] = _top_ops(p, np.where(inst >= 0, inst_op[np.maximum(inst, 0)], -1))
+    share = len(hit_iters) / max(n_it, 1)
+    if share < SYNC_ITER_FRACTION or not hit_iters:
+        return []
+    ev["iterations_with_syncs"] = len(hit_iters)
+    ev["iterations"] = n_it
+    where = (ev.get("sync_ops") or ev.get("sync_call_ops") or [{"op_id": "?"}])[0]["op_id"]
+    return [
+        Finding(
+            "Device Sync Detector",
+            f"{len(hit_iters)} of {n_it} iterations synchronise the host with the device "
+            f"(e.g. {where}): the CPU stops queueing work until the GPU catches up.",
+            "Avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() in every step: "
+            "accumulate metrics on the device and read them every N steps.",
+            ev,
+        )
+    ]
+
+
+def recompilations(p: Profile, lo: int, hi: int) -> list[Finding]:
+    """torch.compile compiled new graphs after warm-up (recompilations cost seconds each)."""
+    graphs = facts(p)["compiled_graphs"]
+    if len(graphs) < 3:
+        return []
+    after = np.diff(np.asarray(graphs[1:], np.int64))  # growth after the first step
+    n = int(after[after > 0].sum())
+    if n <= 0:
+        return []
+    steps = [i + 2 for i in np.flatnonzero(after > 0).tolist()][:10]
+    return [
+        Finding(
+            "Recompilation Detector",
+            f"torch.compile compiled {n} new graph(s) after the first step (at steps "
+            f"{', '.join(map(str, steps))}): every recompilation stalls training.",
+            "Find the cause with TORCH_LOGS=recompiles; mark changing dimensions dynamic "
+            "(torch._dynamo.mark_dynamic or torch.compile(dynamic=True)) and keep Python "
+            "scalars that change per step out of the compiled function.",
+            {"compiled_graphs_per_step": graphs[:50], "recompilations": n, "steps": steps},
+        )
+    ]
+
+
+DETECTORS: list[Callable[[Profile, int, int], list[Finding]]] = [
+    annotation_missing,
+    amp,
+    dataloader,
+    cudnn_benchmark,
+    slow_api,
+    batch_size,
+    host_bound,
+    launch_bound,
+    slow_copies,
+    step_copies,
+    device_syncs,
+    recompilations,
+]
+
+
+def findings(p: Profile, lo: int, hi: int) -> list[Finding]:
+    if not applies(p):
+        return []
+    out: list[Finding] = []
+    for det in DETECTORS:
+        out += det(p, lo, hi)
+    return out
