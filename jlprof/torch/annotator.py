@@ -185,26 +185,28 @@ class Annotator(TorchDispatchMode):
                 self._last_seq = seq
                 self._link(seq - 1, entry[1])
             attrs = entry[0]
-        else:
-            var = getattr(node, "variable", None)  # AccumulateGrad: one node per parameter
-            key = (node._sequence_nr(), fid) if var is None else (id(var), fid, 0)
-            entry = self._text.get(key)
-            if entry is None:
-                entry = self._register_bwd(node, f[0], shapes, dtype)
-                if entry[1]:  # linked: cacheable (seq numbers are never reused)
-                    self._text[key] = entry
-            attrs = entry[0]
+        else:  # backward: the forward op that made this autograd node names it
+            info = self._fwd.get(node._sequence_nr())
+            if info is not None:
+                key = (id(info), fid)  # link tuples live as long as the forward text cache
+                attrs = self._text.get(key)
+                if attrs is None:
+                    name, fop, dt, st = info
+                    text = fmt.op_text(name, fop, "bprop", dt, st, bwd=f[0])
+                    attrs = self._text[key] = self.nvtx.attrs(text)
+            else:
+                attrs = self._unlinked(node, fid, f[0], shapes, dtype)
         handle = self.handle
         _lib_push(attrs, handle)
         try:
-            return func(*args, **(kwargs or {}))
+            return f[3](*args, **(kwargs or {}))  # OpOverload._op: skips a Python frame
         finally:
             _lib_pop(handle)
 
     @staticmethod
-    def _describe(func: Any) -> tuple[str, str, bool]:
+    def _describe(func: Any) -> tuple[str, str, bool, Any]:
         q = func._schema.name
-        return q, q.rsplit("::", 1)[-1], q.startswith("profiler::")
+        return q, q.rsplit("::", 1)[-1], q.startswith("profiler::"), getattr(func, "_op", func)
 
     def _link(self, seq: int, info: tuple) -> None:
         fwd = self._fwd
@@ -229,19 +231,22 @@ class Annotator(TorchDispatchMode):
         text = fmt.op_text(name, op, "fprop", dt, st, stack=stack)
         return self.nvtx.attrs(text), (name, op, dt, st)
 
-    def _register_bwd(self, node: Any, op: str, shp: tuple, dtype: Any) -> tuple:
-        link = self._fwd.get(node._sequence_nr())
-        if link is not None:
-            name, fop, dt, st = link
-            text = fmt.op_text(name, fop, "bprop", dt, st, bwd=op)
-            return self.nvtx.attrs(text), True
-        kind = type(node).__name__  # AccumulateGrad, or a node made before init()
-        var = getattr(node, "variable", None)
-        pname = self._param_name(var) if var is not None else None
-        dt = _dtype_name(dtype) if dtype is not None else ""
-        name = f"{pname}.grad" if pname else f"/{kind}"
-        text = fmt.op_text(name, kind, "bprop", dt, fmt.shapes_text(shp), bwd=op)
-        return self.nvtx.attrs(text), pname is not None
+    def _unlinked(self, node: Any, fid: int, op: str, shp: list, dtype: Any) -> Any:
+        """A backward node with no forward op: AccumulateGrad (named by its parameter) or a
+        node made before init() (named by its class)."""
+        kind = type(node).__name__
+        var = getattr(node, "variable", None) if kind == "AccumulateGrad" else None
+        key = (kind, id(var), fid, tuple(shp), dtype)
+        attrs = self._text.get(key)
+        if attrs is None:
+            pname = self._param_name(var) if var is not None else None
+            dt = _dtype_name(dtype) if dtype is not None else ""
+            name = f"{pname}.grad" if pname else f"/{kind}"
+            text = fmt.op_text(name, kind, "bprop", dt, fmt.shapes_text(shp), bwd=op)
+            attrs = self.nvtx.attrs(text)
+            if pname is not None or var is None:  # an unnamed parameter may get a name later
+                self._text[key] = attrs
+        return attrs
 
     def _param_name(self, var: Any) -> str | None:
         """``/Net/conv1/weight`` for a parameter of a model called since init()."""
