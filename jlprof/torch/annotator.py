@@ -18,6 +18,7 @@ for the pre-registered NVTX message; the text itself is built once per unique (n
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import traceback
@@ -42,7 +43,11 @@ _cur_node = torch._C._current_autograd_node
 _Tensor = torch.Tensor
 ROOT_NAME_CAP = 1024  # top-level names restart after this many uses (bounded name set)
 MAX_FWD_LINKS = 1 << 18  # forward-op links kept for the backward pass (oldest dropped first)
-_SKIP_FRAMES = ("/torch/", "/jlprof/torch/", "<frozen", "/nvtx/")
+# frames of these packages are not the user's (stack traces, slow-API callers)
+_NOT_USER = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, fmt) if m.__file__
+)
+_SKIP_FRAMES = ("<frozen", f"{os.sep}nvtx{os.sep}")
 
 
 class _Nvtx:
@@ -109,10 +114,10 @@ def _user_stack(limit: int = 4) -> str:
     """The innermost user frames (not torch's, not ours): ``train.py:42 step;train.py:80 main``."""
     out = []
     for fr in reversed(traceback.extract_stack()):
-        fn = fr.filename.replace("\\", "/")
-        if any(s in fn for s in _SKIP_FRAMES):
+        fn = fr.filename
+        if fn.startswith(_NOT_USER) or any(s in fn for s in _SKIP_FRAMES):
             continue
-        out.append(f"{fn.rsplit('/', 1)[-1]}:{fr.lineno} {fr.name}")
+        out.append(f"{os.path.basename(fn)}:{fr.lineno} {fr.name}")
         if len(out) == limit:
             break
     return ";".join(out)
@@ -371,8 +376,8 @@ class Annotator(TorchDispatchMode):
         ann = self
 
         def wrapper(*a: Any, **k: Any) -> Any:
-            caller = sys._getframe(1).f_code.co_filename.replace("\\", "/")
-            if ann.active and name not in ann._slow_seen and "/torch/" not in caller:
+            caller = sys._getframe(1).f_code.co_filename
+            if ann.active and name not in ann._slow_seen and not caller.startswith(_NOT_USER):
                 ann._slow_seen.add(name)
                 ann.nvtx.mark(fmt.mark_text({"event": "slow_api", "api": name}))
             return fn(*a, **k)
