@@ -7,9 +7,14 @@ One training step (forward, loss, backward, SGD step) of two small CPU models: t
 ``examples/torch_cnn.py`` (batch 8) and an 8-layer MLP (batch 16). The step is timed in blocks
 of ``--steps`` steps, alternating un-annotated and annotated blocks (``init()``/``shutdown()``
 between them) so that machine noise hits both alike; the figure is the median over ``--rounds``
-rounds. Ops per step are counted once by the annotator itself (NVTX ranges pushed), so
+rounds. Times are the training thread's CPU time (``time.thread_time``; torch runs with one
+intra-op thread), so other load on a shared machine does not count. Ops per step are counted
+once by the annotator itself (NVTX ranges pushed), so
 
     overhead per op = (annotated step - plain step) / ops per step.
+
+A third block runs under a bare ``TorchDispatchMode`` that only calls each op: the part of the
+cost that any dispatch-mode annotation pays, whatever it does.
 
 Under nsys (``-t nvtx``, the trace jlprof needs for annotation) the NVTX calls are recorded,
 so that run shows the cost a profiled user sees. Prints a Markdown table for BENCHMARKS.md and
@@ -66,10 +71,11 @@ def _step_fn(model, x, n_out):
 
 
 def _time(step, n: int) -> float:
-    t = time.perf_counter()
+    """CPU time of this thread per step: on a shared box, time spent descheduled is not ours."""
+    t = time.thread_time()
     for _ in range(n):
         step()
-    return (time.perf_counter() - t) / n
+    return (time.thread_time() - t) / n
 
 
 def _ops_per_step(step) -> int:
@@ -95,6 +101,21 @@ def _ops_per_step(step) -> int:
     return count[0] - 1  # the optimizer_step range is not an op
 
 
+def _bare_mode():
+    """A TorchDispatchMode that only calls the op: PyTorch's own cost of any dispatch mode."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Bare(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func._op(*args, **(kwargs or {}))
+
+    return Bare()
+
+
 def measure(steps: int, rounds: int) -> list[dict]:
     import torch
 
@@ -107,13 +128,15 @@ def measure(steps: int, rounds: int) -> list[dict]:
         for _ in range(5):
             step()
         ops = _ops_per_step(step)
-        plain, ann = [], []
+        plain, ann, bare = [], [], []
         for _ in range(rounds):
             plain.append(_time(step, steps))
+            with _bare_mode():
+                bare.append(_time(step, steps))
             with jt.init():
                 _time(step, 2)  # warm the text cache of a fresh annotator
                 ann.append(_time(step, steps))
-        p, a = statistics.median(plain), statistics.median(ann)
+        p, a, b = statistics.median(plain), statistics.median(ann), statistics.median(bare)
         out.append(
             {
                 "model": label,
@@ -122,6 +145,7 @@ def measure(steps: int, rounds: int) -> list[dict]:
                 "annotated_step_us": round(a * 1e6, 1),
                 "overhead_step_pct": round(100 * (a - p) / p, 1),
                 "overhead_per_op_us": round((a - p) * 1e6 / ops, 2),
+                "bare_mode_per_op_us": round((b - p) * 1e6 / ops, 2),
             }
         )
     return out
@@ -152,13 +176,14 @@ def _table(title: str, rows: list[dict]) -> str:
         f"**{title}**",
         "",
         "| model | ops/step | plain step (µs) | annotated step (µs) | step overhead "
-        "| per op (µs) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| per op (µs) | of which a bare dispatch mode (µs) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['ops_per_step']} | {r['plain_step_us']} | "
-            f"{r['annotated_step_us']} | {r['overhead_step_pct']}% | {r['overhead_per_op_us']} |"
+            f"{r['annotated_step_us']} | {r['overhead_step_pct']}% | {r['overhead_per_op_us']} | "
+            f"{r['bare_mode_per_op_us']} |"
         )
     return "\n".join(lines)
 
@@ -180,13 +205,15 @@ def main() -> None:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average_1min": os.getloadavg()[0],
         "no_profiler": measure(a.steps, a.rounds),
         "under_nsys": None if a.no_nsys else _under_nsys(a.steps, a.rounds),
     }
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     (out / "torch_overhead.json").write_text(json.dumps(results, indent=2))
-    print(f"{results['date']}, torch {results['torch']}, {results['machine']}\n")
+    print(f"{results['date']}, torch {results['torch']}, {results['machine']}, "
+          f"load average {results['load_average_1min']:.2f}\n")  # fmt: skip
     print(_table("No profiler attached (NVTX calls inert)", results["no_profiler"]))
     if results["under_nsys"]:
         print()

@@ -61,8 +61,9 @@ def annotation_facts(trace: Trace) -> dict[str, Any]:
 
     ``state`` (dict, {} when never recorded), ``states`` (all distinct states seen),
     ``peak_mem_bytes``/``total_mem_bytes`` (max over steps, None without CUDA),
-    ``slow_apis`` (names, first-use order), ``compiled_graphs`` (per step, [] when no
-    torch.compile), ``user`` (merged ``jlprof.torch.mark`` facts), ``annotated`` (init seen).
+    ``slow_apis`` (names, first-use order), ``compiled_graphs`` ([step, graphs so far] pairs;
+    the annotator marks a step only when its figures changed), ``user`` (merged
+    ``jlprof.torch.mark`` facts), ``annotated`` (init seen), ``steps`` (last step marked).
     """
     ev = annotation_events(trace)
     facts: dict[str, Any] = {
@@ -86,12 +87,13 @@ def annotation_facts(trace: Trace) -> dict[str, Any]:
             if d not in facts["states"]:
                 facts["states"].append(d)
         elif kind == "step":
-            facts["steps"] += 1
+            step = int(d.get("step", facts["steps"] + 1))
+            facts["steps"] = max(facts["steps"], step)
             for key in ("peak_mem_bytes", "total_mem_bytes"):
                 if d.get(key) is not None:
                     facts[key] = max(facts[key] or 0, int(d[key]))
             if "compiled_graphs" in d:
-                facts["compiled_graphs"].append(int(d["compiled_graphs"]))
+                facts["compiled_graphs"].append([step, int(d["compiled_graphs"])])
         elif kind == "slow_api":
             if d.get("api") not in facts["slow_apis"]:
                 facts["slow_apis"].append(d.get("api"))

@@ -183,6 +183,8 @@ class Profile:
         texts = self.correlated.ops["op_name"].astype(str)
         if (texts.str.startswith("{'")).any():
             return "PyTorch (pyprof annotations)"
+        if (self.correlated.ops["direction"] != "").any():
+            return "PyTorch (jlprof.torch annotations)"
         if self.mode == "pytorch":
             return "PyTorch"
         return ""

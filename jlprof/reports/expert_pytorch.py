@@ -524,14 +524,19 @@ def device_syncs(p: Profile, lo: int, hi: int) -> list[Finding]:
 
 def recompilations(p: Profile, lo: int, hi: int) -> list[Finding]:
     """torch.compile compiled new graphs after warm-up (recompilations cost seconds each)."""
-    graphs = facts(p)["compiled_graphs"]
-    if len(graphs) < 3:
+    pairs = sorted(facts(p)["compiled_graphs"])
+    if len(pairs) < 2:
         return []
-    after = np.diff(np.asarray(graphs[1:], np.int64))  # growth after the first step
-    n = int(after[after > 0].sum())
+    step = np.asarray([s for s, _ in pairs], np.int64)
+    graphs = np.asarray([g for _, g in pairs], np.int64)
+    grew = np.diff(graphs)
+    first = int(np.argmax(graphs > 0)) if (graphs > 0).any() else len(graphs)
+    # growth up to the first mark with a graph is the first compilation, not a recompilation
+    late = (grew > 0) & (np.arange(1, len(graphs)) > first)
+    n = int(grew[late].sum())
     if n <= 0:
         return []
-    steps = [i + 2 for i in np.flatnonzero(after > 0).tolist()][:10]
+    steps = step[1:][late].tolist()[:10]
     return [
         Finding(
             "Recompilation Detector",
@@ -540,7 +545,7 @@ def recompilations(p: Profile, lo: int, hi: int) -> list[Finding]:
             "Find the cause with TORCH_LOGS=recompiles; mark changing dimensions dynamic "
             "(torch._dynamo.mark_dynamic or torch.compile(dynamic=True)) and keep Python "
             "scalars that change per step out of the compiled function.",
-            {"compiled_graphs_per_step": graphs[:50], "recompilations": n, "steps": steps},
+            {"compiled_graphs": [list(x) for x in pairs[:50]], "recompilations": n, "steps": steps},
         )
     ]
 

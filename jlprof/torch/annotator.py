@@ -142,6 +142,9 @@ class Annotator(TorchDispatchMode):
         self._child_names: dict[tuple[int, int], str] = {}
         self._handles: list[Any] = []
         self._state: tuple | None = None
+        self._device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._steps = 0
+        self._last_step: tuple | None = None
         self._slow_seen: set[str] = set()
         # models called at the top level, for parameter names
         self._roots: Any = weakref.WeakValueDictionary()
@@ -304,10 +307,18 @@ class Annotator(TorchDispatchMode):
             if isinstance(a, _Tensor) and a.dim() > 0:
                 batch = int(a.shape[0])
                 break
-        state = self.state_payload(batch)
-        key = tuple(sorted(state.items()))
-        if key != self._state:
+        dev = self._device
+        key = (
+            batch,
+            torch.is_autocast_enabled(dev),
+            torch.backends.cudnn.benchmark,
+            torch.backends.cudnn.deterministic,
+            torch.is_anomaly_enabled(),
+            torch.is_grad_enabled(),
+        )
+        if key != self._state:  # the full payload only when something changed
             self._state = key
+            state = self.state_payload(batch)
             self.nvtx.mark(fmt.mark_text({"event": "state", **state}))
 
     @staticmethod
@@ -342,8 +353,10 @@ class Annotator(TorchDispatchMode):
         self._step_mark()
 
     def _step_mark(self) -> None:
+        """Peak memory and compiled graphs after a step; marked only when they change."""
+        self._steps += 1
         payload: dict[str, Any] = {"event": "step"}
-        if torch.cuda.is_available():
+        if self._device == "cuda":
             dev = torch.cuda.current_device()
             payload["peak_mem_bytes"] = int(torch.cuda.max_memory_allocated(dev))
             payload["total_mem_bytes"] = int(torch.cuda.get_device_properties(dev).total_memory)
@@ -351,7 +364,11 @@ class Annotator(TorchDispatchMode):
         if dyn is not None:
             stats = dyn.counters.get("stats", {})
             payload["compiled_graphs"] = int(stats.get("unique_graphs", 0))
-        self.nvtx.mark(fmt.mark_text(payload))
+        key = tuple(payload.values())
+        if key != self._last_step:
+            self._last_step = key
+            payload["step"] = self._steps
+            self.nvtx.mark(fmt.mark_text(payload))
 
     def dataloader_range(self, fetch: Any) -> Any:
         ann = self
