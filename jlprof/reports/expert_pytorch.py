@@ -403,7 +403,10 @@ def slow_copies(p: Profile, lo: int, hi: int) -> list[Finding]:
     g, sel = _memcpy_rows(p, lo, hi)
     if not sel.any():
         return []
-    pageable = sel & (g["pageable"].to_numpy(np.int64) == 1)
+    if "pageable" in g:  # not in .jlprof files saved by jlprof 0.1.0
+        pageable = sel & (g["pageable"].to_numpy(np.int64) == 1)
+    else:
+        pageable = np.zeros(len(g), bool)
     api = g["api"].to_numpy(np.int64)
     a = p.correlated.api
     a_names = a["name"].astype(str).to_numpy(object) if len(a) else np.zeros(0, object)

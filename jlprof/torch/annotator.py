@@ -274,7 +274,7 @@ class Annotator(TorchDispatchMode):
         if pm is not None:
             key = (id(pm), id(mod))
             name = self._child_names.get(key)
-            if name is None:
+            if name is None or pm._modules.get(name) is not mod:  # ids of dead modules recur
                 for n, c in pm.named_children():
                     if c is mod:
                         name = n
@@ -282,6 +282,8 @@ class Annotator(TorchDispatchMode):
                 else:
                     name = type(mod).__name__
                 self._child_names[key] = name
+        elif parent is not self.root:  # a module run by the optimizer or a DataLoader fetch
+            name = type(mod).__name__
         else:
             name = type(mod).__name__
             if self._first_root is None:

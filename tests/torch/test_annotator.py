@@ -120,3 +120,12 @@ def test_expert_systems_on_the_real_runs(auto_run, debug_run):
     dbg = p.report("expert_systems").set_index("Detector")
     assert "torch.autograd.detect_anomaly()" in dbg.loc["Slow API Detector", "Problem"]
     assert "/_local_scalar_dense:fprop" in dbg.loc["Device Sync Detector", "Problem"]
+
+
+def test_saved_profile_keeps_annotations_and_findings(debug_run, tmp_path):
+    p = jlprof.load(debug_run, mode="pytorch")
+    again = jlprof.load(p.save(tmp_path / "run.jlprof"), mode="pytorch")
+    assert annotation_facts(again.trace) == annotation_facts(p.trace)
+    pd.testing.assert_frame_equal(again.report("detail"), p.report("detail"))
+    pd.testing.assert_frame_equal(again.report("expert_systems"), p.report("expert_systems"))
+    assert jlprof.load(debug_run).framework() == "PyTorch (jlprof.torch annotations)"
