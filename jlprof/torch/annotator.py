@@ -40,6 +40,15 @@ except ImportError:  # pragma: no cover - exercised only without the nvtx packag
 
 _get_seq = torch._C._autograd._get_sequence_nr
 _cur_node = torch._C._current_autograd_node
+_dynamo_tracing = torch.compiler.is_dynamo_compiling  # a constant False outside tracing
+try:  # torch.compile(module)'s wrapper: global hooks fire for it too; it is no scope of its own
+    from torch._dynamo.eval_frame import OptimizedModule as _OptMod
+except ImportError:  # pragma: no cover - torch without dynamo
+
+    class _OptMod:  # type: ignore[no-redef]
+        pass
+
+
 _Tensor = torch.Tensor
 ROOT_NAME_CAP = 1024  # top-level names restart after this many uses (bounded name set)
 MAX_FWD_LINKS = 1 << 18  # forward-op links kept for the backward pass (oldest dropped first)
@@ -153,9 +162,16 @@ class Annotator(TorchDispatchMode):
 
     # ---- the dispatch mode ------------------------------------------------------------------
     @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """torch.compile still compiles while we annotate (the default would fall back to eager
+        for every compiled function, profiling code the user does not run); compiled regions
+        run as they would, unannotated, inside the ranges around them."""
+        return True
+
+    @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        """No ``torch._disable_dynamo`` wrapper around our hot path (it costs ~2 µs per op);
-        nothing compiled ever runs inside ``__torch_dispatch__`` here."""
+        """No ``torch._disable_dynamo`` wrapper around our hot path (it costs ~2 µs per op):
+        while Dynamo traces, the handler only calls the op (see ``_dynamo_tracing``)."""
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -266,7 +282,7 @@ class Annotator(TorchDispatchMode):
 
     # ---- module hooks -------------------------------------------------------------------------
     def _module_pre(self, mod: Any, args: Any) -> None:
-        if threading.get_ident() != self.thread:
+        if _dynamo_tracing() or threading.get_ident() != self.thread or mod.__class__ is _OptMod:
             return
         parent = self.stack[-1]
         pm = parent.module
@@ -276,7 +292,7 @@ class Annotator(TorchDispatchMode):
             name = self._child_names.get(key)
             if name is None or pm._modules.get(name) is not mod:  # ids of dead modules recur
                 for n, c in pm.named_children():
-                    if c is mod:
+                    if c is mod or getattr(c, "_orig_mod", None) is mod:
                         name = n
                         break
                 else:
@@ -297,7 +313,7 @@ class Annotator(TorchDispatchMode):
         self.stack.append(_Scope(parent.child(name), mod))
 
     def _module_post(self, mod: Any, args: Any, out: Any) -> None:
-        if threading.get_ident() != self.thread:
+        if _dynamo_tracing() or threading.get_ident() != self.thread or mod.__class__ is _OptMod:
             return
         if len(self.stack) > 1 and self.stack[-1].module is mod:
             self.stack.pop()
@@ -344,10 +360,14 @@ class Annotator(TorchDispatchMode):
 
     # ---- iteration structure ----------------------------------------------------------------
     def _step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if _dynamo_tracing():
+            return
         self.nvtx.push(self.nvtx.attrs("optimizer_step"))
         self.stack.append(_Scope("/optimizer_step", None))
 
     def _step_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if _dynamo_tracing():
+            return
         if len(self.stack) > 1 and self.stack[-1].path == "/optimizer_step":
             self.stack.pop()
         self.nvtx.pop()

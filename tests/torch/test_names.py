@@ -194,3 +194,23 @@ def test_auto_enable_runs_the_sitecustomize_it_shadows(tmp_path):
         str(tmp_path),
     ]
     assert _child("import os; print(os.environ.get('SHADOWED_RAN'))", env) == "1"
+
+
+@pytest.mark.filterwarnings("ignore:Using `torch.compile\\(module\\)` when there are global hooks")
+def test_torch_compile_still_compiles_under_annotation(pushes):
+    """The mode ignores compile internals: one graph, as without jlprof, and no graph breaks
+    from our hooks; eager ops around the compiled call stay annotated."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    seen, _ = pushes
+    net = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    compiled = torch.compile(net, backend="eager")
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), net(x))
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["graph_break"]
+    assert "/Sequential/0/addmm" in [n for n, _ in _ops(seen)]  # the eager call
