@@ -33,15 +33,16 @@ def _need_nsys() -> None:
 def auto_run(tmp_path_factory) -> Path:
     _need_nsys()
     out = tmp_path_factory.mktemp("torch_auto")
-    proc = subprocess.run(
-        [sys.executable, "-m", "jlprof", "--mode=pytorch", "--reports=detail,expert_systems",
-         "--formats=csv,json", f"--output_path={out}", "-f", "true", sys.executable,
-         str(SCRIPT), "--steps", str(STEPS), "--batch", str(BATCH)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert f"trained {STEPS} steps" in proc.stdout
-    return out
+    argv = [sys.executable, "-m", "jlprof", "--mode=pytorch", "--reports=detail,expert_systems",
+            "--formats=csv,json", f"--output_path={out}", "-f", "true", sys.executable,
+            str(SCRIPT), "--steps", str(STEPS), "--batch", str(BATCH)]  # fmt: skip
+    failures = []
+    for _ in range(2):  # nsys 2022.4 fails now and then under load (DESIGN.md): one retry
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        if proc.returncode == 0 and f"trained {STEPS} steps" in proc.stdout:
+            return out
+        failures.append(f"exit {proc.returncode}: {proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+    raise AssertionError("\n----\n".join(failures))
 
 
 @pytest.fixture(scope="session")
