@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode",
         choices=MODES,
         default="simple",
-        help="framework of the profiled run; 'pytorch' adds Direction columns",
+        help="framework of the profiled run; 'pytorch' adds Direction columns and the PyTorch "
+        "expert systems, and annotates a profiled command's ops with jlprof.torch",
     )
     n = p.add_argument_group("Nsight Systems")
     n.add_argument(

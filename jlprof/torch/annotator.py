@@ -51,7 +51,8 @@ except ImportError:  # pragma: no cover - torch without dynamo
 
 _Tensor = torch.Tensor
 ROOT_NAME_CAP = 1024  # top-level names restart after this many uses (bounded name set)
-MAX_FWD_LINKS = 1 << 18  # forward-op links kept for the backward pass (oldest dropped first)
+MAX_FWD_LINKS = 1 << 18
+MAX_TEXTS = 1 << 17  # cached op texts (varying shapes make more); past it the caches restart  # forward-op links kept for the backward pass (oldest dropped first)
 # frames of these packages are not the user's (stack traces, slow-API callers)
 _NOT_USER = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, fmt) if m.__file__
@@ -80,6 +81,9 @@ class _Nvtx:
                 RegisteredString(self.handle, text), "blue", None, None
             )
         return a
+
+    def clear(self) -> None:
+        self._attrs.clear()
 
     def push(self, attrs: Any) -> None:
         _lib_push(attrs, self.handle)
@@ -246,6 +250,9 @@ class Annotator(TorchDispatchMode):
         self._first_root = None
 
     def _register_fwd(self, scope: _Scope, f: tuple, k: int, shp: list, dtype: Any) -> tuple:
+        if len(self._text) > MAX_TEXTS:  # e.g. a new sequence length every batch
+            self._text.clear()
+            self.nvtx.clear()
         name, op = scope.name(f[1], k), f[0]
         if scope is self.root and k >= ROOT_NAME_CAP:  # top-level loop with no step/fetch: wrap
             scope.counts.clear()
