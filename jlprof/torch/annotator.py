@@ -51,8 +51,8 @@ except ImportError:  # pragma: no cover - torch without dynamo
 
 _Tensor = torch.Tensor
 ROOT_NAME_CAP = 1024  # top-level names restart after this many uses (bounded name set)
-MAX_FWD_LINKS = 1 << 18
-MAX_TEXTS = 1 << 17  # cached op texts (varying shapes make more); past it the caches restart  # forward-op links kept for the backward pass (oldest dropped first)
+MAX_FWD_LINKS = 1 << 18  # forward-op links kept for the backward pass (oldest dropped first)
+MAX_TEXTS = 1 << 17  # cached op texts (varying shapes make more); past it the caches restart
 # frames of these packages are not the user's (stack traces, slow-API callers)
 _NOT_USER = tuple(
     os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, fmt) if m.__file__
