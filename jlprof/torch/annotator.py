@@ -14,6 +14,7 @@ How it sees the ops without ``emit_nvtx`` (which needs a CUDA build):
 
 Hot path cost: one dict lookup for the op's name counter, one tuple of shapes, one cache lookup
 for the pre-registered NVTX message; the text itself is built once per unique (name, shapes).
+``ignore_compile_internals`` keeps torch.compile compiling (compiled regions are not annotated).
 """
 
 from __future__ import annotations
@@ -148,8 +149,11 @@ class Annotator(TorchDispatchMode):
         self.root = _Scope("")
         self.stack: list[_Scope] = [self.root]
         self.thread = threading.get_ident()
-        self._func: dict[Any, tuple[str, str]] = {}  # OpOverload -> ("aten::x", "x")
-        self._text: dict[tuple, Any] = {}  # (name, func, shapes, dtype) -> registered attrs
+        # id(OpOverload) -> ("aten::x", "x", is a profiler op, the op's C++ callable)
+        self._func: dict[int, tuple[str, str, bool, Any]] = {}
+        # forward: (scope path, op, call index, shapes, dtype) -> (attrs, link info);
+        # backward: (id(link info), op) -> (attrs, link info)
+        self._text: dict[tuple, tuple[Any, Any]] = {}
         self._fwd: dict[int, tuple[str, str, str, str]] = {}  # seq -> name, type, dtype, shapes
         self._last_seq = -1
         self._child_names: dict[tuple[int, int], str] = {}
@@ -174,8 +178,9 @@ class Annotator(TorchDispatchMode):
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        """No ``torch._disable_dynamo`` wrapper around our hot path (it costs ~2 µs per op):
-        while Dynamo traces, the handler only calls the op (see ``_dynamo_tracing``)."""
+        """No ``torch._disable_dynamo`` wrapper around our hot path (it costs ~2 µs per op); it
+        is not needed: with ``ignore_compile_internals`` the mode is off while Dynamo compiles,
+        and compiled code does not call it."""
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -216,12 +221,13 @@ class Annotator(TorchDispatchMode):
         else:  # backward: the forward op that made this autograd node names it
             info = self._fwd.get(node._sequence_nr())
             if info is not None:
-                key = (id(info), fid)  # link tuples live as long as the forward text cache
-                attrs = self._text.get(key)
-                if attrs is None:
+                key = (id(info), fid)  # the entry keeps ``info`` alive: its id cannot recur
+                entry = self._text.get(key)
+                if entry is None:
                     name, fop, dt, st = info
                     text = fmt.op_text(name, fop, "bprop", dt, st, bwd=f[0])
-                    attrs = self._text[key] = self.nvtx.attrs(text)
+                    entry = self._text[key] = (self.nvtx.attrs(text), info)
+                attrs = entry[0]
             else:
                 attrs = self._unlinked(node, fid, f[0], shapes, dtype)
         handle = self.handle
@@ -268,15 +274,16 @@ class Annotator(TorchDispatchMode):
         kind = type(node).__name__
         var = getattr(node, "variable", None) if kind == "AccumulateGrad" else None
         key = (kind, id(var), fid, tuple(shp), dtype)
-        attrs = self._text.get(key)
-        if attrs is None:
-            pname = self._param_name(var) if var is not None else None
-            dt = _dtype_name(dtype) if dtype is not None else ""
-            name = f"{pname}.grad" if pname else f"/{kind}"
-            text = fmt.op_text(name, kind, "bprop", dt, fmt.shapes_text(shp), bwd=op)
-            attrs = self.nvtx.attrs(text)
-            if pname is not None or var is None:  # an unnamed parameter may get a name later
-                self._text[key] = attrs
+        entry = self._text.get(key)
+        if entry is not None and (var is None or entry[1]() is var):  # ids of freed params recur
+            return entry[0]
+        pname = self._param_name(var) if var is not None else None
+        dt = _dtype_name(dtype) if dtype is not None else ""
+        name = f"{pname}.grad" if pname else f"/{kind}"
+        text = fmt.op_text(name, kind, "bprop", dt, fmt.shapes_text(shp), bwd=op)
+        attrs = self.nvtx.attrs(text)
+        if pname is not None or var is None:  # an unnamed parameter may get a name later
+            self._text[key] = (attrs, None if var is None else weakref.ref(var))
         return attrs
 
     def _param_name(self, var: Any) -> str | None:
