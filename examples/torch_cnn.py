@@ -10,6 +10,7 @@ The other flags switch on what the expert systems look for (a slow debugging API
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +41,20 @@ class Net(nn.Module):
         return self.fc(x.flatten(1))
 
 
+class SlowDataset(torch.utils.data.Dataset):
+    """Every sample costs ``delay_s`` of host time, as a heavy decode/augment would."""
+
+    def __init__(self, inner: TensorDataset, delay_s: float) -> None:
+        self.inner, self.delay_s = inner, delay_s
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i: int):
+        time.sleep(self.delay_s)
+        return self.inner[i]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=4)
@@ -50,6 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--benchmark", action="store_true", help="torch.backends.cudnn.benchmark")
     ap.add_argument("--anomaly", action="store_true", help="torch.autograd.detect_anomaly()")
     ap.add_argument("--item", action="store_true", help="loss.item() every step (a host sync)")
+    ap.add_argument(
+        "--slow-data", type=float, default=0.0, metavar="MS", help="sleep per sample in the Dataset"
+    )
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = args.benchmark
@@ -59,6 +77,8 @@ def main(argv: list[str] | None = None) -> None:
         jlprof.torch.init(stack_trace=args.stack)
     n = args.steps * args.batch
     data = TensorDataset(torch.randn(n, 3, 8, 8), torch.randint(0, 10, (n,)))
+    if args.slow_data:
+        data = SlowDataset(data, args.slow_data / 1e3)
     loader = DataLoader(data, batch_size=args.batch)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

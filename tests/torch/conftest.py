@@ -4,7 +4,8 @@ Each run costs a few seconds, so the runs are session-scoped and each serves sev
 
 * ``auto_run``: ``jlprof --mode=pytorch`` profiles the unmodified script (auto-enable path);
 * ``debug_run``: the script calls ``jlprof.torch.init(stack_trace=True)`` itself, under plain
-  ``nsys profile`` (simple mode), with ``detect_anomaly`` and a ``loss.item()`` per step.
+  ``nsys profile`` (simple mode), with ``detect_anomaly``, a ``loss.item()`` per step, bfloat16
+  autocast and a slow Dataset (``SLOW_DATA_MS`` per sample).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ pytest.importorskip("nvtx")
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "torch_cnn.py"
 STEPS, BATCH = 3, 8
+SLOW_DATA_MS = 3.0
 
 
 def _need_nsys() -> None:
@@ -52,7 +54,7 @@ def debug_run(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("torch_debug")
     return profile_command(
-        [sys.executable, str(SCRIPT), "--annotate", "--stack", "--anomaly", "--item",
-         "--steps", str(STEPS), "--batch", str(BATCH)],
+        [sys.executable, str(SCRIPT), "--annotate", "--stack", "--anomaly", "--item", "--amp",
+         "--slow-data", str(SLOW_DATA_MS), "--steps", str(STEPS), "--batch", str(BATCH)],
         output=out, force=True,
     )  # fmt: skip

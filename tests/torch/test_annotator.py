@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pandas as pd
@@ -10,7 +11,7 @@ import pytest
 import jlprof
 from jlprof.engine.annotations import annotation_facts
 
-from .conftest import BATCH, STEPS
+from .conftest import BATCH, SLOW_DATA_MS, STEPS
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 
@@ -120,6 +121,24 @@ def test_expert_systems_on_the_real_runs(auto_run, debug_run):
     dbg = p.report("expert_systems").set_index("Detector")
     assert "torch.autograd.detect_anomaly()" in dbg.loc["Slow API Detector", "Problem"]
     assert "/_local_scalar_dense:fprop" in dbg.loc["Device Sync Detector", "Problem"]
+    assert "AMP Detector" not in dbg.index  # autocast was on
+    # past the start-up iteration 0 the slow Dataset dominates: BATCH x SLOW_DATA_MS per fetch
+    steady = p.report("expert_systems", iter_start=1, iter_stop=STEPS).set_index("Detector")
+    ev = json.loads(steady.loc["Dataloader Detector", "Evidence"])
+    assert ev["fetches"] == STEPS  # fetches 2..STEPS+1 (the last one ends the loop)
+    assert ev["dataloader_ns"] >= (STEPS - 1) * BATCH * SLOW_DATA_MS * 1e6
+    steady_auto = jlprof.load(auto_run / "nsys_profile.sqlite", mode="pytorch")
+    quiet = steady_auto.report("expert_systems", iter_start=1, iter_stop=STEPS)
+    assert "Dataloader Detector" not in set(quiet["Detector"])
+
+
+def test_autocast_is_seen(debug_run):
+    p = jlprof.load(debug_run, mode="pytorch")
+    state = annotation_facts(p.trace)["state"]
+    assert state["amp"] is True and state["amp_dtype"] == "bfloat16"
+    det = p.report("detail").set_index("Op ID")
+    assert det.loc["/Net/stem/convolution:fprop", "Data Type"] == "bfloat16"
+    assert det.loc["/Net/stem/convolution:bprop", "Data Type"] == "bfloat16"
 
 
 def test_saved_profile_keeps_annotations_and_findings(debug_run, tmp_path):
