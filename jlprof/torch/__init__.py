@@ -24,6 +24,12 @@ from typing import Any
 
 from jlprof.errors import JlprofError
 
+
+class TorchUnavailable(JlprofError, ImportError):
+    """PyTorch or the nvtx package is missing: a JlprofError for users, an ImportError for
+    callers that treat annotation as optional (the notebook sidecar)."""
+
+
 _lock = threading.Lock()
 _annotator: Any = None
 
@@ -60,7 +66,7 @@ def init(*, stack_trace: bool = False) -> _Handle:
         try:
             import torch  # noqa: F401
         except ImportError as e:
-            raise JlprofError(
+            raise TorchUnavailable(
                 "jlprof.torch.init() needs PyTorch: pip install torch (or 'jlprof[torch]')"
             ) from e
         from jlprof.torch.annotator import Annotator
@@ -97,4 +103,4 @@ def mark(**facts: Any) -> None:
     _annotator.nvtx.mark(fmt.mark_text({"event": "user", **facts}))
 
 
-__all__ = ["enabled", "init", "mark", "shutdown"]
+__all__ = ["TorchUnavailable", "enabled", "init", "mark", "shutdown"]

@@ -66,9 +66,9 @@ class _Nvtx:
 
     def __init__(self) -> None:
         if Domain is None:
-            from jlprof.errors import JlprofError
+            from jlprof.torch import TorchUnavailable
 
-            raise JlprofError(
+            raise TorchUnavailable(
                 "jlprof.torch needs the nvtx package: pip install 'jlprof[torch]' (nvtx>=0.2.10)"
             )
         self.domain = Domain(None)

@@ -214,3 +214,15 @@ def test_torch_compile_still_compiles_under_annotation(pushes):
     assert counters["stats"]["unique_graphs"] == 1
     assert not counters["graph_break"]
     assert "/Sequential/0/addmm" in [n for n, _ in _ops(seen)]  # the eager call
+
+
+def test_missing_torch_is_a_clear_error(tmp_path):
+    """Without torch, init() says what to install; the error is an ImportError too."""
+    (tmp_path / "torch.py").write_text("raise ImportError('No module named torch')\n")
+    code = (
+        "import jlprof.errors, jlprof.torch as j\n"
+        "try:\n    j.init()\nexcept ImportError as e:\n"
+        "    print(type(e).__name__, isinstance(e, jlprof.errors.JlprofError), e)\n"
+    )
+    out = _child(code, {"PYTHONPATH": str(tmp_path)})
+    assert out.startswith("TorchUnavailable True jlprof.torch.init() needs PyTorch")
