@@ -26,6 +26,7 @@ export namespace CommandIDs {
   export const profileRun = 'jlprof:profile-and-run';
   export const openProfile = 'jlprof:open-profile';
   export const openFile = 'jlprof:open-file';
+  export const insertProfile = 'jlprof:insert-profile-cells';
   export const showProfiles = 'jlprof:show-profiles';
 }
 
@@ -128,6 +129,26 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    commands.addCommand(CommandIDs.insertProfile, {
+      label: 'Insert Profile Cells into the Current Notebook',
+      caption: 'Add %load_ext jlprof and %dlprof --database ... below the active cell',
+      isEnabled: () => tracker.currentWidget !== null,
+      execute: args => {
+        const panel = tracker.currentWidget;
+        const database = String(args.database ?? '');
+        if (!panel || !database) {
+          Notification.warning('jlprof: open a notebook first, then insert the profile');
+          return;
+        }
+        const dir = PathExt.dirname(panel.context.path);
+        for (const source of profileCells(database, dir)) {
+          NotebookActions.insertBelow(panel.content);
+          panel.content.activeCell?.model.sharedModel.setSource(source);
+        }
+        app.shell.activateById(panel.id);
+      }
+    });
+
     commands.addCommand(CommandIDs.openFile, {
       label: 'Open in jlprof (New Notebook)',
       caption: 'Analyse this nsys file or profile folder with %dlprof --database',
@@ -136,6 +157,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const item = browserFactory?.tracker.currentWidget?.selectedItems().next();
         const path = item && !item.done ? item.value.path : undefined;
         if (!path) {
+          Notification.warning('jlprof: select an .nsys-rep or nsys .sqlite file first');
           return;
         }
         try {
@@ -153,7 +175,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
-    const sidebar = new ProfilesSidebar(commands, CommandIDs.openProfile);
+    const sidebar = new ProfilesSidebar(commands, CommandIDs.openProfile, CommandIDs.insertProfile);
     sidebar.id = 'jlprof-profiles';
     sidebar.title.icon = profileIcon;
     sidebar.title.caption = 'jlprof Profiles';

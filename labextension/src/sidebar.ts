@@ -21,10 +21,11 @@ const KIND_LABEL: Record<IProfileEntry['kind'], string> = {
 };
 
 export class ProfilesSidebar extends Widget {
-  constructor(commands: CommandRegistry, openCommand: string) {
+  constructor(commands: CommandRegistry, openCommand: string, insertCommand: string) {
     super();
     this._commands = commands;
     this._openCommand = openCommand;
+    this._insertCommand = insertCommand;
     this.addClass('jlprof-Sidebar');
     const head = document.createElement('div');
     head.className = 'jlprof-Sidebar-header';
@@ -121,13 +122,23 @@ export class ProfilesSidebar extends Widget {
         database: entry.database ?? '',
         openDir: entry.open_dir
       });
-    li.appendChild(open);
+    const insert = document.createElement('button');
+    insert.className = 'jp-Button jlprof-ProfileItem-insert';
+    insert.textContent = 'Insert in current notebook';
+    insert.disabled = !entry.database;
+    insert.onclick = () =>
+      void this._commands.execute(this._insertCommand, { database: entry.database ?? '' });
+    const actions = document.createElement('div');
+    actions.className = 'jlprof-ProfileItem-actions';
+    actions.append(open, insert);
+    li.appendChild(actions);
     li.ondblclick = () => open.click();
     return li;
   }
 
   private _commands: CommandRegistry;
   private _openCommand: string;
+  private _insertCommand: string;
   private _status: HTMLElement;
   private _list: HTMLElement;
   private _more: HTMLButtonElement;

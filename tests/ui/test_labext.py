@@ -119,6 +119,16 @@ def wait_notebook_open(page: Any, path: str) -> None:
     )
 
 
+def wait_ran(page: Any) -> None:
+    """Wait until the current notebook's first cell has run and its kernel is idle."""
+    page.wait_for_function(
+        """() => /\\[\\d+\\]/.test(window.jupyterapp.shell.currentWidget.content
+                     .widgets[0].node.querySelector('.jp-InputPrompt').textContent)"""
+    )
+    page.wait_for_timeout(300)
+    wait_idle(page)
+
+
 def _notebook_sources(lab: LabServer, path: str) -> list[str]:
     status, body = lab.api(f"api/contents/{path}")
     assert status == 200, body
@@ -136,6 +146,8 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     (traces / "t.sqlite").write_bytes(nsys_export_bytes(tmp_path))
     os.utime(folder / "jlprof_run.json")  # newest: first in the list
 
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
     page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()
     item = page.locator(f'.jlprof-ProfileItem[data-path="labext/jlprof_runs/{RUN_ID}"]')
@@ -161,10 +173,7 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
         "%load_ext jlprof",
         f"%dlprof --database jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
     ]
-    page.wait_for_function(
-        """() => /\\[\\d+\\]/.test(document.querySelector(
-                '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-InputPrompt').textContent)"""
-    )
+    wait_ran(page)
     screenshot(page, "labext-opened-profile")
 
     # file browser: "Open in jlprof" on a .nsys-rep opens its export the same way
@@ -172,9 +181,33 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
         "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', "
         "{path: 'labext/traces/'})"
     )
-    page.locator('.jp-DirListing-item[data-file-type="jlprof-nsys-rep"]').click(button="right")
+    rep = page.locator('.jp-DirListing-item[data-file-type="jlprof-nsys-rep"]')
+    rep.click()  # selected first: the command opens the file browser's selection
+    page.wait_for_selector('.jp-DirListing-item.jp-mod-selected[data-file-type="jlprof-nsys-rep"]')
+    rep.click(button="right")
     page.locator(".lm-Menu-item", has_text="Open in jlprof").click()
     nb2 = "labext/traces/profile-t.ipynb"
     wait_notebook_open(page, nb2)
     assert _notebook_sources(lab_server, nb2) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
     screenshot(page, "labext-open-from-file-browser")
+
+    # "Insert in current notebook" adds the cells below the active one, path relative to it
+    wait_ran(page)  # the opened notebook runs first (runOnOpen), moving the active cell
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
+    page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()
+    item.locator(".jlprof-ProfileItem-insert").click()
+    sources = page.evaluate(
+        """() => window.jupyterapp.shell.currentWidget.content.widgets
+                     .map(c => c.model.sharedModel.getSource())"""
+    )
+    assert sources == [
+        "%load_ext jlprof",
+        "%load_ext jlprof",
+        f"%dlprof --database ../jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
+        "%dlprof --database t.sqlite",
+    ], sources
+    screenshot(page, "labext-inserted-cells")
+
+    # what jupyterlab.browser_check looks for (it would download a browser, so not run here)
+    assert page.evaluate("() => window.jupyterapp.isPluginActivated('jlprof:plugin')")
+    assert not [e for e in errors if "jlprof" in e], errors
