@@ -24,6 +24,10 @@ class _ProfilesHandler(APIHandler):
     def root(self) -> Path:
         return Path(self.settings["jlprof_root"])
 
+    @property
+    def _allow_hidden(self) -> bool:
+        return bool(getattr(self.contents_manager, "allow_hidden", False))
+
     def _int_arg(self, name: str, default: int) -> int:
         raw = self.get_query_argument(name, str(default))
         try:
@@ -50,7 +54,9 @@ class ListHandler(_ProfilesHandler):
         offset = self._int_arg("offset", 0)
         limit = self._int_arg("limit", listing.DEFAULT_LIMIT)
         try:
-            page = listing.list_profiles(self.root, rel, offset, limit)
+            page = listing.list_profiles(
+                self.root, rel, offset, limit, allow_hidden=self._allow_hidden
+            )
         except (listing.PathRefused, listing.PathMissing, listing.NotAProfile) as err:
             self._fail(err)
         self.finish(json.dumps(page))
@@ -64,7 +70,7 @@ class DescribeHandler(_ProfilesHandler):
     def get(self) -> None:
         rel = self.get_query_argument("path")
         try:
-            entry = listing.describe_path(self.root, rel)
+            entry = listing.describe_path(self.root, rel, allow_hidden=self._allow_hidden)
         except (listing.PathRefused, listing.PathMissing, listing.NotAProfile) as err:
             self._fail(err)
         self.finish(json.dumps(entry))

@@ -46,7 +46,7 @@ class NotAProfile(Exception):
     """A path inside the root that is no profile (HTTP 400)."""
 
 
-def confine(root: Path, rel: str) -> Path:
+def confine(root: Path, rel: str, allow_hidden: bool = True) -> Path:
     """The real path of ``rel`` (a root-relative API path) if it stays inside ``root``.
 
     Refuses absolute paths and ``..`` parts outright (no normalisation tricks) and resolves
@@ -58,6 +58,9 @@ def confine(root: Path, rel: str) -> Path:
     parts = PurePosixPath(rel.replace("\\", "/")).parts
     if ".." in parts:
         raise PathRefused(f"'..' is not allowed in paths: {rel!r}")
+    if not allow_hidden and any(p.startswith(".") for p in parts):
+        # as the contents API: hidden files do not exist unless the server allows them
+        raise PathMissing(f"no such file or folder: {rel!r} (hidden)")
     real_root = root.resolve()
     target = real_root.joinpath(*parts)
     try:
@@ -96,6 +99,16 @@ def _inside(real_root: Path, path: Path) -> bool:
     return real == real_root or real_root in real.parents
 
 
+def _file_inside(real_root: Path, entry: os.DirEntry[str]) -> bool:
+    """A regular file; when it is a symlink, one that resolves inside the root."""
+    try:
+        if not entry.is_file():
+            return False
+    except OSError:
+        return False
+    return not entry.is_symlink() or _inside(real_root, Path(entry.path))
+
+
 def walk(root: Path, start: Path) -> tuple[list[Candidate], bool]:
     """Candidates under ``start`` (newest first) and whether the walk hit its limits.
 
@@ -121,8 +134,9 @@ def walk(root: Path, start: Path) -> tuple[list[Candidate], bool]:
         if MANIFEST in names:
             found.append(Candidate("run", folder, _mtime(names[MANIFEST])))
             continue
-        sqlite_stems = set()
         reports = False
+        reps: list[os.DirEntry[str]] = []
+        exports: list[os.DirEntry[str]] = []
         for e in entries:
             if e.name.startswith("."):
                 continue
@@ -132,21 +146,20 @@ def walk(root: Path, start: Path) -> tuple[list[Candidate], bool]:
                         stack.append((Path(e.path), depth + 1))
                     else:
                         truncated = True
-                continue
-            if not e.is_file() or not _inside(real_root, Path(e.path)):
-                continue
-            if e.name.endswith(".nsys-rep"):
-                found.append(Candidate("nsys-rep", Path(e.path), _mtime(e)))
-                sqlite_stems.add(e.name[: -len(".nsys-rep")])
+            elif e.name.endswith(".nsys-rep"):
+                reps.append(e)
+            elif e.name.endswith(".sqlite"):
+                exports.append(e)
             elif _is_report_file(e.name):
                 reports = True
-        for e in entries:
+        rep_stems = {e.name[: -len(".nsys-rep")] for e in reps}
+        for e in reps:
+            if _file_inside(real_root, e):
+                found.append(Candidate("nsys-rep", Path(e.path), _mtime(e)))
+        for e in exports:
             # an export beside its .nsys-rep is the same profile: listed once, as the .nsys-rep
-            if e.name.endswith(".sqlite") and not e.name.startswith("."):
-                if e.name[: -len(".sqlite")] in sqlite_stems or not e.is_file():
-                    continue
-                if _inside(real_root, Path(e.path)):
-                    found.append(Candidate("sqlite", Path(e.path), _mtime(e)))
+            if e.name[: -len(".sqlite")] not in rep_stems and _file_inside(real_root, e):
+                found.append(Candidate("sqlite", Path(e.path), _mtime(e)))
         if reports and folder != start:
             found.append(Candidate("reports", folder, folder.stat().st_mtime))
     found.sort(key=lambda c: (-c.mtime, str(c.path)))
@@ -191,6 +204,8 @@ def _folder_size(folder: Path) -> int:
 
 def read_manifest(folder: Path) -> tuple[dict[str, Any], str | None]:
     """The manifest of a run folder (only well-typed keys kept) and a problem, if any."""
+    if (folder / MANIFEST).is_symlink():
+        return {}, f"{MANIFEST} is a symbolic link: not read"
     try:
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
@@ -269,10 +284,15 @@ def describe(root: Path, cand: Candidate) -> dict[str, Any]:
 
 
 def list_profiles(
-    root: Path, rel: str = "", offset: int = 0, limit: int = DEFAULT_LIMIT
+    root: Path,
+    rel: str = "",
+    offset: int = 0,
+    limit: int = DEFAULT_LIMIT,
+    *,
+    allow_hidden: bool = True,
 ) -> dict[str, Any]:
     """One page of the profiles under ``rel`` (root-relative), newest first."""
-    start = confine(root, rel)
+    start = confine(root, rel, allow_hidden)
     if not start.is_dir():
         raise PathMissing(f"not a folder: {rel!r}")
     offset = max(0, offset)
@@ -289,9 +309,9 @@ def list_profiles(
     }
 
 
-def describe_path(root: Path, rel: str) -> dict[str, Any]:
+def describe_path(root: Path, rel: str, *, allow_hidden: bool = True) -> dict[str, Any]:
     """The entry for one file or folder the user picked (file browser: 'Open in jlprof')."""
-    path = confine(root, rel)
+    path = confine(root, rel, allow_hidden)
     if path.is_dir():
         kind = "run" if (path / MANIFEST).is_file() else "reports"
     elif path.name.endswith(".nsys-rep"):

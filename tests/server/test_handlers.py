@@ -28,6 +28,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     (root / "bad" / "notes.txt").write_text("x")
     (base / "outside").mkdir()
     (base / "outside" / "secret.nsys-rep").write_bytes(b"secret")
+    (root / ".hidden").mkdir()
+    (root / ".hidden" / "x.nsys-rep").write_bytes(b"x")
     (root / "escape").symlink_to(base / "outside")
     (root / "escape.nsys-rep").symlink_to(base / "outside" / "secret.nsys-rep")
     lab = start_lab(root, base / "server.log")
@@ -68,6 +70,7 @@ def test_lists_run_with_headline(server: LabServer) -> None:
         ("escape", 403),  # a symlink to a folder outside the root
         ("escape.nsys-rep", 403),
         ("missing", 404),
+        (".hidden/x.nsys-rep", 404),  # hidden, as the contents API treats it
     ],
 )
 def test_paths_confined_to_root(server: LabServer, path: str, status: int) -> None:

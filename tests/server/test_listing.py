@@ -31,6 +31,10 @@ def test_confine_refuses_escapes(tmp_path: Path) -> None:
             listing.confine(root, bad)
     with pytest.raises(listing.PathMissing):
         listing.confine(root, "nope")
+    (root / ".hid").mkdir()
+    assert listing.confine(root, ".hid") == (root / ".hid").resolve()
+    with pytest.raises(listing.PathMissing):
+        listing.confine(root, ".hid", allow_hidden=False)
 
 
 def test_lists_runs_and_raw_files_with_headlines(tmp_path: Path, export: bytes) -> None:
@@ -115,6 +119,12 @@ def test_manifest_cannot_point_outside_its_folder(tmp_path: Path, export: bytes)
     (run / "link.sqlite").symlink_to(tmp_path / "outside.sqlite")
     entry = listing.list_profiles(root)["items"][0]
     assert entry["database"] is None and "no .sqlite" in entry["error"]
+    # a manifest that is a link (to a JSON file anywhere) is not read
+    (tmp_path / "other.json").write_text('{"iterations": 99}')
+    (run / "jlprof_run.json").unlink()
+    (run / "jlprof_run.json").symlink_to(tmp_path / "other.json")
+    entry = listing.list_profiles(root)["items"][0]
+    assert "symbolic link" in entry["error"] and entry["headline"] == {}
 
 
 def test_symlinks_out_of_root_are_not_listed(tmp_path: Path, export: bytes) -> None:
