@@ -47,9 +47,14 @@ def header_settings(lab_server: LabServer):
 def test_profile_cell_commands(lab_server: LabServer, page: Any, header_settings: None) -> None:
     write_notebook(lab_server.root, "labext/cmd.ipynb", ["print(6 * 7)"])
     open_notebook(page, lab_server, "labext/cmd.ipynb")
+    focus_notebook(page, "labext/cmd.ipynb")
     header = "%%dlprof --key_node=train_step --reports=summary,kernel"
-    cell = page.locator(".jp-Notebook .jp-CodeCell").first
+    # other tests' notebooks may be restored in hidden tabs: only the visible one counts
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
     cell.locator(".jp-InputArea-prompt").click()
+    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.path") == (
+        "labext/cmd.ipynb"
+    )
 
     # the cell toolbar button toggles the header (options from the settings) on and off
     button = cell.locator('.jp-cell-toolbar [data-command="jlprof:toggle-header"]')
@@ -72,7 +77,7 @@ def test_profile_cell_commands(lab_server: LabServer, page: Any, header_settings
     page.locator(".lm-Menu-item", has_text="Profile and Run This Cell").click()
     page.wait_for_function(
         """() => /\\[\\d+\\]/.test(document.querySelector(
-                '.jp-Notebook .jp-CodeCell .jp-InputPrompt').textContent)"""
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt').textContent)"""
     )
     wait_idle(page)
     assert cell_source(page) == f"{header}\nprint(6 * 7)"
@@ -116,6 +121,21 @@ def wait_notebook_open(page: Any, path: str) -> None:
             return w && w.context && w.context.path === p && w.content.widgets.length > 0;
         }""",
         arg=path,
+    )
+
+
+def focus_notebook(page: Any, path: str) -> None:
+    """Make ``path`` the current notebook (the restored workspace may bring others to front)."""
+    page.evaluate(
+        "(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p}).then(() => 0)",
+        path,
+    )
+    wait_notebook_open(page, path)
+    page.wait_for_function(
+        """() => {
+            const k = window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel;
+            return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+        }"""
     )
 
 
