@@ -172,6 +172,17 @@ def open_notebook(page: Any, lab: LabServer, relpath: str, timeout_ms: int = 90_
     """Open ``relpath`` (relative to the server root) and wait for an idle kernel."""
     page.goto(lab.lab_url(relpath), wait_until="domcontentloaded")
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
+    # The indicator can read idle before the session has a kernel; running cells then opens
+    # JupyterLab's "Select Kernel" dialog and the run never finishes. Wait for a real kernel.
+    page.wait_for_function(
+        """() => {
+            const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+            const k = w && w.sessionContext && w.sessionContext.session
+                && w.sessionContext.session.kernel;
+            return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+        }""",
+        timeout=timeout_ms,
+    )
     wait_idle(page, timeout_ms)
 
 

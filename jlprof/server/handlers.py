@@ -1,0 +1,89 @@
+"""REST handlers of the jlprof server extension (``/jlprof/profiles``, ``/jlprof/profile``).
+
+Authenticated and authorised like the contents API (the sidebar shows files, so reading
+profiles needs the same permission as reading files); every path is confined to the root.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import tornado.web
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
+
+from jlprof.server import listing
+
+
+class _ProfilesHandler(APIHandler):
+    auth_resource = "contents"
+
+    @property
+    def root(self) -> Path:
+        return Path(self.settings["jlprof_root"])
+
+    @property
+    def _allow_hidden(self) -> bool:
+        return bool(getattr(self.contents_manager, "allow_hidden", False))
+
+    def _int_arg(self, name: str, default: int) -> int:
+        raw = self.get_query_argument(name, str(default))
+        try:
+            return int(raw)
+        except ValueError as err:
+            raise tornado.web.HTTPError(400, f"{name} must be an integer, got {raw!r}") from err
+
+    def _fail(self, err: Exception) -> None:
+        status = {
+            listing.PathRefused: 403,
+            listing.PathMissing: 404,
+            listing.NotAProfile: 400,
+        }[type(err)]
+        raise tornado.web.HTTPError(status, str(err)) from err
+
+
+class ListHandler(_ProfilesHandler):
+    """GET ?path=<folder>&offset=&limit=: one page of the profiles under a folder."""
+
+    @tornado.web.authenticated
+    @authorized
+    def get(self) -> None:
+        rel = self.get_query_argument("path", "")
+        offset = self._int_arg("offset", 0)
+        limit = self._int_arg("limit", listing.DEFAULT_LIMIT)
+        try:
+            page = listing.list_profiles(
+                self.root, rel, offset, limit, allow_hidden=self._allow_hidden
+            )
+        except (listing.PathRefused, listing.PathMissing, listing.NotAProfile) as err:
+            self._fail(err)
+        self.finish(json.dumps(page))
+
+
+class DescribeHandler(_ProfilesHandler):
+    """GET ?path=<file or folder>: the sidebar entry of one profile the user picked."""
+
+    @tornado.web.authenticated
+    @authorized
+    def get(self) -> None:
+        rel = self.get_query_argument("path")
+        try:
+            entry = listing.describe_path(self.root, rel, allow_hidden=self._allow_hidden)
+        except (listing.PathRefused, listing.PathMissing, listing.NotAProfile) as err:
+            self._fail(err)
+        self.finish(json.dumps(entry))
+
+
+def setup_handlers(web_app: tornado.web.Application, root_dir: str) -> None:
+    """Register the handlers under the server's base URL."""
+    web_app.settings["jlprof_root"] = root_dir
+    base = web_app.settings["base_url"]
+    web_app.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base, "jlprof", "profiles"), ListHandler),
+            (url_path_join(base, "jlprof", "profile"), DescribeHandler),
+        ],
+    )

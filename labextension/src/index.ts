@@ -1,0 +1,265 @@
+/**
+ * jlprof for JupyterLab: a `%%dlprof` header on the active cell (toolbar, context menu,
+ * palette, shortcut), a Profiles sidebar, and "Open in jlprof" for nsys files.
+ */
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { PathExt } from '@jupyterlab/coreutils';
+import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { LabIcon } from '@jupyterlab/ui-components';
+
+import { describeProfile } from './api';
+import { profileCells } from './format';
+import { DEFAULT_HEADER_OPTIONS, IHeaderOptions, addHeader, toggleHeader } from './header';
+import { ProfilesSidebar } from './sidebar';
+
+const PLUGIN_ID = 'jlprof:plugin';
+
+export namespace CommandIDs {
+  export const toggle = 'jlprof:toggle-header';
+  export const profileRun = 'jlprof:profile-and-run';
+  export const openProfile = 'jlprof:open-profile';
+  export const openFile = 'jlprof:open-file';
+  export const insertProfile = 'jlprof:insert-profile-cells';
+  export const showProfiles = 'jlprof:show-profiles';
+}
+
+const ICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" width="16">' +
+  '<path class="jp-icon3" fill="#616161" d="M3 20h4V10H3zm7 0h4V4h-4zm7 0h4v-7h-4z"/></svg>';
+export const profileIcon = new LabIcon({ name: 'jlprof:profile', svgstr: ICON_SVG });
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description: 'Profile notebook cells with %%dlprof; browse and reopen profiles.',
+  autoStart: true,
+  requires: [INotebookTracker],
+  optional: [ISettingRegistry, ICommandPalette, IFileBrowserFactory, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    settingRegistry: ISettingRegistry | null,
+    palette: ICommandPalette | null,
+    browserFactory: IFileBrowserFactory | null,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const { commands } = app;
+    let options: IHeaderOptions = { ...DEFAULT_HEADER_OPTIONS };
+    let runOnOpen = true;
+
+    if (settingRegistry) {
+      void settingRegistry.load(PLUGIN_ID).then(
+        settings => {
+          const read = () => {
+            const c = settings.composite as Record<string, unknown>;
+            options = {
+              keyNode: String(c.keyNode ?? ''),
+              reports: String(c.reports ?? ''),
+              outputPath: String(c.outputPath ?? ''),
+              extraOptions: String(c.extraOptions ?? '')
+            };
+            runOnOpen = c.runOnOpen !== false;
+          };
+          read();
+          settings.changed.connect(read);
+        },
+        reason => console.error('jlprof: could not load settings', reason)
+      );
+    }
+
+    const activeCodeCell = () => {
+      const panel = tracker.currentWidget;
+      const cell = tracker.activeCell;
+      if (!panel || !cell || cell.model.type !== 'code') {
+        return null;
+      }
+      return { panel, cell };
+    };
+
+    commands.addCommand(CommandIDs.toggle, {
+      label: 'Toggle %%dlprof Profiling of This Cell',
+      caption: 'Add or remove the %%dlprof header (options from the jlprof settings)',
+      icon: args => (args.toolbar ? profileIcon : undefined),
+      isEnabled: () => activeCodeCell() !== null,
+      execute: () => {
+        const target = activeCodeCell();
+        if (!target) {
+          return;
+        }
+        const { source } = toggleHeader(target.cell.model.sharedModel.getSource(), options);
+        target.cell.model.sharedModel.setSource(source);
+      }
+    });
+
+    commands.addCommand(CommandIDs.profileRun, {
+      label: 'Profile and Run This Cell (%%dlprof)',
+      caption: 'Add the %%dlprof header if missing, then run the cell',
+      isEnabled: () => activeCodeCell() !== null,
+      execute: async () => {
+        const target = activeCodeCell();
+        if (!target) {
+          return;
+        }
+        const model = target.cell.model.sharedModel;
+        model.setSource(addHeader(model.getSource(), options));
+        await NotebookActions.run(target.panel.content, target.panel.sessionContext);
+      }
+    });
+
+    commands.addCommand(CommandIDs.openProfile, {
+      label: 'Open Profile in a New Notebook',
+      execute: async args => {
+        const database = String(args.database ?? '');
+        const openDir = String(args.openDir ?? '');
+        if (!database) {
+          Notification.error('jlprof: this profile has no .sqlite or .nsys-rep file to open');
+          return;
+        }
+        const panel = await createProfileNotebook(app, database, openDir);
+        if (panel && runOnOpen) {
+          await panel.sessionContext.ready;
+          await NotebookActions.runAll(panel.content, panel.sessionContext);
+        }
+      }
+    });
+
+    commands.addCommand(CommandIDs.insertProfile, {
+      label: 'Insert Profile Cells into the Current Notebook',
+      caption: 'Add %load_ext jlprof and %dlprof --database ... below the active cell',
+      isEnabled: () => tracker.currentWidget !== null,
+      execute: args => {
+        const panel = tracker.currentWidget;
+        const database = String(args.database ?? '');
+        if (!panel || !database) {
+          Notification.warning('jlprof: open a notebook first, then insert the profile');
+          return;
+        }
+        const dir = PathExt.dirname(panel.context.path);
+        for (const source of profileCells(database, dir)) {
+          NotebookActions.insertBelow(panel.content);
+          panel.content.activeCell?.model.sharedModel.setSource(source);
+        }
+        app.shell.activateById(panel.id);
+      }
+    });
+
+    commands.addCommand(CommandIDs.openFile, {
+      label: 'Open in jlprof (New Notebook)',
+      caption: 'Analyse this nsys file or profile folder with %dlprof --database',
+      icon: profileIcon,
+      execute: async () => {
+        const item = browserFactory?.tracker.currentWidget?.selectedItems().next();
+        const path = item && !item.done ? item.value.path : undefined;
+        if (!path) {
+          Notification.warning('jlprof: select an .nsys-rep or nsys .sqlite file first');
+          return;
+        }
+        try {
+          const entry = await describeProfile(path);
+          if (entry.error) {
+            Notification.warning(`jlprof: ${entry.path}: ${entry.error}`);
+          }
+          await commands.execute(CommandIDs.openProfile, {
+            database: entry.database ?? '',
+            openDir: entry.open_dir
+          });
+        } catch (err) {
+          Notification.error(`jlprof: ${(err as Error).message}`);
+        }
+      }
+    });
+
+    const sidebar = new ProfilesSidebar(commands, CommandIDs.openProfile, CommandIDs.insertProfile);
+    sidebar.id = 'jlprof-profiles';
+    sidebar.title.icon = profileIcon;
+    sidebar.title.caption = 'jlprof Profiles';
+    app.shell.add(sidebar, 'left', { rank: 650 });
+    restorer?.add(sidebar, 'jlprof-profiles');
+
+    commands.addCommand(CommandIDs.showProfiles, {
+      label: 'Show jlprof Profiles',
+      execute: () => app.shell.activateById(sidebar.id)
+    });
+
+    app.docRegistry.addFileType({
+      name: 'jlprof-nsys-rep',
+      displayName: 'Nsight Systems report',
+      extensions: ['.nsys-rep', '.qdrep'],
+      mimeTypes: ['application/octet-stream'],
+      fileFormat: 'base64',
+      icon: profileIcon
+    });
+    app.docRegistry.addFileType({
+      name: 'jlprof-nsys-sqlite',
+      displayName: 'SQLite database (nsys export?)',
+      extensions: ['.sqlite'],
+      mimeTypes: ['application/vnd.sqlite3'],
+      fileFormat: 'base64',
+      icon: profileIcon
+    });
+
+    if (palette) {
+      const category = 'jlprof';
+      for (const command of [
+        CommandIDs.toggle,
+        CommandIDs.profileRun,
+        CommandIDs.showProfiles
+      ]) {
+        palette.addItem({ command, category });
+      }
+    }
+  }
+};
+
+/** A new notebook beside the profile with the cells that reanalyse it; opened in the main area. */
+async function createProfileNotebook(
+  app: JupyterFrontEnd,
+  database: string,
+  openDir: string
+): Promise<NotebookPanel | undefined> {
+  const contents = app.serviceManager.contents;
+  const model = await contents.newUntitled({ path: openDir, type: 'notebook' });
+  const stem = PathExt.basename(database).replace(/\.(sqlite|nsys-rep|qdrep)$/, '');
+  let path = model.path;
+  const wanted = PathExt.join(openDir, `profile-${stem}.ipynb`);
+  try {
+    await contents.get(wanted, { content: false });
+  } catch {
+    path = (await contents.rename(model.path, wanted)).path; // name free: use it
+  }
+  const kernelName = app.serviceManager.kernelspecs.specs?.default ?? 'python3';
+  const spec = app.serviceManager.kernelspecs.specs?.kernelspecs[kernelName];
+  const cells = profileCells(database, openDir).map(source => ({
+    cell_type: 'code',
+    execution_count: null,
+    metadata: {},
+    outputs: [],
+    source
+  }));
+  await contents.save(path, {
+    type: 'notebook',
+    format: 'json',
+    content: {
+      cells,
+      metadata: {
+        kernelspec: {
+          name: kernelName,
+          display_name: spec?.display_name ?? kernelName,
+          language: spec?.language ?? 'python'
+        }
+      },
+      nbformat: 4,
+      nbformat_minor: 5
+    }
+  });
+  const widget = await app.commands.execute('docmanager:open', { path, factory: 'Notebook' });
+  return widget instanceof NotebookPanel ? widget : undefined;
+}
+
+export default plugin;

@@ -1,0 +1,233 @@
+"""The jlprof JupyterLab extension in a real JupyterLab (headless Chromium).
+
+Asserts on what the extension does: the %%dlprof header it inserts (from its settings), that
+the cell is run, the Profiles sidebar's entries (numbers from a real Profile.headline()), and
+the notebook it creates to reopen a profile. The magic itself is another issue's: outputs of
+%%dlprof / %dlprof are not checked here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jlprof
+from tests.server.profiles import make_run, nsys_export_bytes
+from tests.ui.conftest import write_notebook
+from tests.ui.lab import LabServer, open_notebook, screenshot, wait_idle
+
+SETTINGS = "lab/api/settings/jlprof:plugin"
+RUN_ID = "20261123-180000-ab12"
+
+
+def cell_source(page: Any, index: int = 0) -> str:
+    return page.evaluate(
+        """(i) => window.jupyterapp.shell.currentWidget.content.widgets[i]
+                     .model.sharedModel.getSource()""",
+        index,
+    )
+
+
+def set_settings(lab: LabServer, **values: Any) -> None:
+    status, body = lab.api(SETTINGS, method="PUT", body={"raw": json.dumps(values)})
+    assert status == 204, body
+
+
+@pytest.fixture
+def header_settings(lab_server: LabServer):
+    set_settings(lab_server, keyNode="train_step", reports="summary, kernel")
+    yield
+    set_settings(lab_server)
+
+
+def test_profile_cell_commands(lab_server: LabServer, page: Any, header_settings: None) -> None:
+    write_notebook(lab_server.root, "labext/cmd.ipynb", ["print(6 * 7)"])
+    open_notebook(page, lab_server, "labext/cmd.ipynb")
+    focus_notebook(page, "labext/cmd.ipynb")
+    header = "%%dlprof --key_node=train_step --reports=summary,kernel"
+    # other tests' notebooks may be restored in hidden tabs: only the visible one counts
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
+    cell.locator(".jp-InputArea-prompt").click()
+    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.path") == (
+        "labext/cmd.ipynb"
+    )
+
+    # the cell toolbar button toggles the header (options from the settings) on and off
+    button = cell.locator('.jp-cell-toolbar [data-command="jlprof:toggle-header"]')
+    button.click()
+    assert cell_source(page) == f"{header}\nprint(6 * 7)"
+    screenshot(page, "labext-header-inserted")
+    button.click()
+    assert cell_source(page) == "print(6 * 7)"
+
+    # the keyboard shortcut does the same (command mode)
+    cell.locator(".jp-InputArea-prompt").click()
+    page.keyboard.press("Alt+p")
+    assert cell_source(page) == f"{header}\nprint(6 * 7)"
+    page.keyboard.press("Alt+p")
+    assert cell_source(page) == "print(6 * 7)"
+
+    # context menu: "Profile and Run" adds the header and runs the cell
+    assert cell.locator(".jp-InputPrompt").inner_text().strip() in ("[ ]:", "[ ]")
+    cell.locator(".jp-InputArea-editor").click(button="right")
+    page.locator(".lm-Menu-item", has_text="Profile and Run This Cell").click()
+    page.wait_for_function(
+        """() => /\\[\\d+\\]/.test(document.querySelector(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt').textContent)"""
+    )
+    wait_idle(page)
+    assert cell_source(page) == f"{header}\nprint(6 * 7)"
+    # the kernel really ran it: an execution count and an output (whatever %%dlprof prints)
+    assert cell.locator(".jp-OutputArea-output").count() >= 1
+    screenshot(page, "labext-profile-and-run")
+
+    # the command palette lists the commands
+    page.keyboard.press("Control+Shift+c")
+    page.locator(".lm-CommandPalette-input").fill("dlprof")
+    labels = page.locator(".lm-CommandPalette-itemLabel").all_inner_texts()
+    assert any("Toggle %%dlprof" in t for t in labels), labels
+    assert any("Profile and Run" in t for t in labels), labels
+    page.keyboard.press("Escape")
+
+
+def _run_folder(root: Path, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    """A run folder like the magic's, its manifest numbers from the engine itself."""
+    export = nsys_export_bytes(tmp)
+    db = tmp / "nsys_profile.sqlite"
+    db.write_bytes(export)
+    head = jlprof.load(str(db)).headline()
+    numbers = {k: head[k] for k in ("iterations", "wall_ns", "gpu_util_pct", "tc_util_pct")}
+    numbers["avg_iter_ns"] = head["avg_iter_ns"]
+    folder = make_run(root / "labext", RUN_ID, export, key_node=head["key_node"], **numbers)
+    return folder, numbers
+
+
+def _ns(ns: float) -> str:
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.2f} {unit}"
+    return f"{round(ns)} ns"
+
+
+def wait_notebook_open(page: Any, path: str) -> None:
+    """Wait until ``path`` is the current notebook and its cells are on the page."""
+    page.wait_for_function(
+        """(p) => {
+            const w = window.jupyterapp.shell.currentWidget;
+            return w && w.context && w.context.path === p && w.content.widgets.length > 0;
+        }""",
+        arg=path,
+    )
+
+
+def focus_notebook(page: Any, path: str) -> None:
+    """Make ``path`` the current notebook (the restored workspace may bring others to front)."""
+    page.evaluate(
+        "(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p}).then(() => 0)",
+        path,
+    )
+    wait_notebook_open(page, path)
+    page.wait_for_function(
+        """() => {
+            const k = window.jupyterapp.shell.currentWidget.sessionContext.session?.kernel;
+            return !!k && k.connectionStatus === 'connected' && k.status === 'idle';
+        }"""
+    )
+
+
+def wait_ran(page: Any) -> None:
+    """Wait until the current notebook's first cell has run and its kernel is idle."""
+    page.wait_for_function(
+        """() => /\\[\\d+\\]/.test(window.jupyterapp.shell.currentWidget.content
+                     .widgets[0].node.querySelector('.jp-InputPrompt').textContent)"""
+    )
+    page.wait_for_timeout(300)
+    wait_idle(page)
+
+
+def _notebook_sources(lab: LabServer, path: str) -> list[str]:
+    status, body = lab.api(f"api/contents/{path}")
+    assert status == 200, body
+    return [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in body["content"]["cells"]
+    ]
+
+
+def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_path: Path) -> None:
+    folder, numbers = _run_folder(lab_server.root, tmp_path)
+    traces = lab_server.root / "labext" / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    (traces / "t.nsys-rep").write_bytes(b"nsys report bytes")
+    (traces / "t.sqlite").write_bytes(nsys_export_bytes(tmp_path))
+    os.utime(folder / "jlprof_run.json")  # newest: first in the list
+
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
+    page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()
+    item = page.locator(f'.jlprof-ProfileItem[data-path="labext/jlprof_runs/{RUN_ID}"]')
+    item.wait_for()
+    expected = (
+        f"{numbers['iterations']} iter · {_ns(numbers['avg_iter_ns'])}/iter · "
+        f"wall {_ns(numbers['wall_ns'])} · GPU {numbers['gpu_util_pct']:.1f}% · "
+        f"TC {numbers['tc_util_pct']:.1f}%"
+    )
+    assert item.locator(".jlprof-ProfileItem-headline").inner_text() == expected
+    size = sum(f.stat().st_size for f in folder.iterdir())
+    assert f"{size / 1024:.1f} KiB" in item.locator(".jlprof-ProfileItem-meta").inner_text()
+    assert "2026-11-23 18:00 UTC" in item.locator(".jlprof-ProfileItem-meta").inner_text()
+    raw = page.locator('.jlprof-ProfileItem[data-path="labext/traces/t.nsys-rep"]')
+    assert "nsys-rep" in raw.locator(".jlprof-ProfileItem-kind").inner_text()
+    screenshot(page, "labext-sidebar")
+
+    # Open: a new notebook beside the profiled one that reanalyses the run's export
+    item.locator(".jlprof-ProfileItem-open").click()
+    nb_path = "labext/profile-nsys_profile.ipynb"
+    wait_notebook_open(page, nb_path)
+    assert _notebook_sources(lab_server, nb_path) == [
+        "%load_ext jlprof",
+        f"%dlprof --database jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
+    ]
+    wait_ran(page)
+    screenshot(page, "labext-opened-profile")
+
+    # file browser: "Open in jlprof" on a .nsys-rep opens its export the same way
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', "
+        "{path: 'labext/traces/'})"
+    )
+    rep = page.locator('.jp-DirListing-item[data-file-type="jlprof-nsys-rep"]')
+    rep.click()  # selected first: the command opens the file browser's selection
+    page.wait_for_selector('.jp-DirListing-item.jp-mod-selected[data-file-type="jlprof-nsys-rep"]')
+    rep.click(button="right")
+    page.locator(".lm-Menu-item", has_text="Open in jlprof").click()
+    nb2 = "labext/traces/profile-t.ipynb"
+    wait_notebook_open(page, nb2)
+    assert _notebook_sources(lab_server, nb2) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
+    screenshot(page, "labext-open-from-file-browser")
+
+    # "Insert in current notebook" adds the cells below the active one, path relative to it
+    wait_ran(page)  # the opened notebook runs first (runOnOpen), moving the active cell
+    page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
+    page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()
+    item.locator(".jlprof-ProfileItem-insert").click()
+    sources = page.evaluate(
+        """() => window.jupyterapp.shell.currentWidget.content.widgets
+                     .map(c => c.model.sharedModel.getSource())"""
+    )
+    assert sources == [
+        "%load_ext jlprof",
+        "%load_ext jlprof",
+        f"%dlprof --database ../jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
+        "%dlprof --database t.sqlite",
+    ], sources
+    screenshot(page, "labext-inserted-cells")
+
+    # what jupyterlab.browser_check looks for (it would download a browser, so not run here)
+    assert page.evaluate("() => window.jupyterapp.isPluginActivated('jlprof:plugin')")
+    assert not [e for e in errors if "jlprof" in e], errors
