@@ -15,7 +15,7 @@ import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES, gpu_lanes
 from jlprof.reports.expert import STEADY_BAND, findings
-from jlprof.reports.tables import iterations_table
+from jlprof.reports.tables import _kernel_frame, iterations_table
 
 if TYPE_CHECKING:
     from jlprof.engine.profile import Profile
@@ -132,8 +132,14 @@ def ops_under(p: Profile, node: str) -> set[str]:
 
 
 def kernels(p: Profile, lo: int, hi: int, node: str | None = None) -> pd.DataFrame:
-    """The kernel report (guide §10.5), restricted to the ops under ``node`` when given."""
+    """The kernel report (guide §10.5) plus a Calls column, only ops under ``node`` if given."""
     k = p.report("kernel", lo, hi)
+    kf = _kernel_frame(p, lo, hi)
+    if len(k):
+        calls = kf.set_index(["kernel_name", "op_id"])["calls"]
+        k["Calls"] = calls.reindex(pd.MultiIndex.from_frame(k[["Kernel Name", "Op ID"]])).to_numpy()
+    else:
+        k["Calls"] = pd.Series(dtype="int64")
     if node:
         k = k[k["Op ID"].isin(ops_under(p, node))].reset_index(drop=True)
     return k
@@ -207,7 +213,7 @@ def gpu_timeline(
     name), so the browser draws a bounded number of glyphs whatever the kernel count.
     """
     g = p.correlated.gpu
-    cols = ["lane", "start_ns", "end_ns", "dur_ns", "busy_ns", "count", "name"]
+    cols = ["lane", "start_ns", "end_ns", "dur_ns", "busy_ns", "count", "name", "op"]
     if len(g) == 0:
         return pd.DataFrame(columns=cols), False
     go = _gpu_order(p)
@@ -230,6 +236,7 @@ def gpu_timeline(
                 "busy_ns": end - start,
                 "count": np.ones(len(rows), np.int64),
                 "name": names[codes] if len(codes) else np.array([], object),
+                "op": _op_ids(p, g["inst"].to_numpy(np.int64)[rows]),
             }
         )
         return frame, False
@@ -257,7 +264,16 @@ def gpu_timeline(
         }
     )
     frame["dur_ns"] = frame["end_ns"] - frame["start_ns"]
+    frame["op"] = ""  # a bin mixes ops
     return frame[cols], True
+
+
+def _op_ids(p: Profile, inst: np.ndarray) -> np.ndarray:
+    """Op ID of each op instance row ('' for none)."""
+    c = p.correlated
+    op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
+    ids = c.ops["op_id"].to_numpy(object)
+    return np.where(op >= 0, ids[np.maximum(op, 0)] if len(ids) else "", "")
 
 
 def nvtx_timeline(p: Profile, lo: int, hi: int, max_glyphs: int = MAX_NVTX_GLYPHS) -> pd.DataFrame:

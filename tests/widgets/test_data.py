@@ -146,6 +146,8 @@ def test_gpu_timeline_lists_the_iteration_reports_work(loop: Profile) -> None:
     )  # fmt: skip
     assert got == want
     assert set(frame["lane"]) == {"GPU 0 stream 7"}
+    by_op = frame.groupby("op")["dur_ns"].sum()
+    assert by_op["/model/conv1/conv2d"] == 5 * CONV_NS and by_op["optimizer_step"] == 5 * ADAM_NS
 
 
 def test_gpu_timeline_merges_above_the_glyph_cap(loop: Profile) -> None:
@@ -198,3 +200,11 @@ def test_kernel_only_trace_without_nvtx(tmp_path: Path) -> None:
     assert merged and len(frame) <= data.MAX_KERNEL_GLYPHS
     assert frame["count"].sum() == len(p.correlated.gpu)
     assert data.op_tree(p, 0, 0).empty and data.nvtx_timeline(p, 0, 0).empty
+
+
+def test_kernel_table_calls(loop: Profile) -> None:
+    k = data.kernels(loop, 3, 7).set_index("Kernel Name")
+    it = loop.report("iteration", 3, 7)
+    counts = it["Kernel Name"].astype(str).value_counts()
+    for name, n in counts.items():
+        assert k.loc[name, "Calls"] == n == 5
