@@ -126,18 +126,19 @@ class Dashboard(w.VBox):
         self.status = w.HTML(layout=w.Layout(margin="0 0 0 8px"))
         self.cards = w.HTML()
         self.hints_box = w.VBox()
-        self.bokeh = BokehModel(self.views.layout)
         self.range_slider.observe(self._on_slider, names="value")
         self.key_node_box.observe(self._on_key_node, names="value")
         self.domain_box.observe(self._on_domain, names="value")
         self.views.iter_src.selected.on_change("indices", self._on_iter_select)
         self.views.tree_src.selected.on_change("indices", self._on_tree_select)
         controls = w.HBox([self.range_slider, self.key_node_box, self.domain_box, self.status])
-        hints = w.Accordion(children=[self.hints_box], titles=("Expert hints",))
-        hints.selected_index = 0
-        super().__init__([controls, self.cards, hints, self.bokeh])
-        self.add_class("jlprof-dashboard")
+        self.hints = w.Accordion(children=[self.hints_box], titles=("Expert hints",))
         self.refresh(key_node_changed=True)
+        # created after the first fill: its render bundle carries the data (patches sent
+        # before a view exists would be lost)
+        self.bokeh = BokehModel(self.views.layout)
+        super().__init__([controls, self.cards, self.hints, self.bokeh])
+        self.add_class("jlprof-dashboard")
 
     # ---- scriptable API ------------------------------------------------------------------
     def set_range(self, start: int, stop: int) -> None:
@@ -220,6 +221,7 @@ class Dashboard(w.VBox):
         if not rows:
             rows = [w.HTML("<i>No problems found for this range.</i>")]
         self.hints_box.children = rows
+        self.hints.set_title(0, f"Expert hints ({len(hints)})" if hints else "Expert hints (none)")
 
     # ---- event handlers (user actions: errors are shown, never raised into the kernel) ----
     def _guard(self, fn: Any, *args: Any) -> None:

@@ -43,7 +43,7 @@ CATEGORY_COLORS = {
 KERNEL_COLORS = Category20[20]
 LABEL_CHARS = 48  # op and kernel names are cut to this in axes (full names in hovers/tables)
 TC_TOP = 15  # ops in the Tensor Core chart
-WIDTH = 1100
+WIDTH = 940
 
 
 def short(name: Any, n: int = LABEL_CHARS) -> str:
@@ -193,16 +193,17 @@ class Views:
         self.tree_table = DataTable(
             source=self.tree_src,
             columns=[
-                TableColumn(field="label", title="Group node", formatter=indent, width=260),
+                TableColumn(field="label", title="Group node", formatter=indent, width=200),
                 TableColumn(field="calls", title="Calls", width=60),
                 TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=80),
                 TableColumn(field="cpu_ms", title="CPU ms", formatter=ms, width=80),
                 TableColumn(field="tc_eligible_ops", title="TC eligible", width=70),
                 TableColumn(field="tc_ops", title="Using TC", width=60),
             ],
-            width=520,
+            width=450,
             height=260,
             index_position=None,
+            reorderable=False,
         )
         self.kernel_src = ColumnDataSource(
             {k: [] for k in ("kernel", "op", "calls", "gpu_ms", "avg_us", "uses_tc")}
@@ -211,16 +212,17 @@ class Views:
         self.kernel_table = DataTable(
             source=self.kernel_src,
             columns=[
-                TableColumn(field="kernel", title="Kernel", width=230),
-                TableColumn(field="op", title="Op", width=150),
+                TableColumn(field="kernel", title="Kernel", width=190),
+                TableColumn(field="op", title="Op", width=120),
                 TableColumn(field="calls", title="Calls", width=50),
                 TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=70),
                 TableColumn(field="avg_us", title="Avg µs", formatter=ms, width=60),
                 TableColumn(field="uses_tc", title="TC", width=40),
             ],
-            width=560,
+            width=480,
             height=240,
             index_position=None,
+            reorderable=False,
         )
         # ---- Tensor Core report
         self.tc_src = ColumnDataSource(
@@ -228,7 +230,7 @@ class Views:
         )
         self.tc_ops = FactorRange(factors=["(no TC-eligible ops)"])
         t = figure(
-            height=300,
+            height=170,
             width=WIDTH,
             title="Tensor Core: eligible ops by GPU time (green: TC kernels, red: not TC)",
             y_range=self.tc_ops,
@@ -345,6 +347,7 @@ class Views:
             "tc_eligible_ops": tree["tc_eligible_ops"].to_numpy(np.int64),
             "tc_ops": tree["tc_ops"].to_numpy(np.int64),
         }
+        _redraw(self.tree_table)
 
     def update_kernels(self, k: pd.DataFrame, node: str | None) -> None:
         self.kernel_src.data = {
@@ -357,6 +360,7 @@ class Views:
         }
         where = f"under <code>{html.escape(node)}</code>" if node else "(all ops)"
         self.kernel_title.text = f"<b>Kernels</b> {where}: {len(k)} rows"
+        _redraw(self.kernel_table)
 
     def update_tc(self, tc: pd.DataFrame) -> None:
         top = tc.head(TC_TOP).iloc[::-1]  # largest at the top of the chart
@@ -370,6 +374,18 @@ class Views:
             "op_type": top["op_type"].to_numpy(object),
         }
         self.tc_ops.factors = labels or ["(no TC-eligible ops)"]
+        self.tc_fig.height = max(170, 90 + 26 * len(labels))  # bars keep their thickness
+
+
+def _redraw(table: DataTable) -> None:
+    """Make BokehJS redraw a table whose data changed but whose row count did not.
+
+    Its DataTableView redraws on a change of the source's CDSView, and the view's indices
+    do not change when the row count stays the same; any property change of the table
+    makes it re-render, so bump ``tags``.
+    """
+    n = int(table.tags[0]) + 1 if table.tags else 1
+    table.tags = [n]
 
 
 def _unique_labels(names: np.ndarray) -> list[str]:
