@@ -101,7 +101,7 @@ def op_tree(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     if gn.empty:
         return pd.DataFrame(columns=cols)
     paths = p.correlated.paths
-    info = paths.set_index("path")
+    info = paths.drop_duplicates("path").set_index("path")  # a path text may repeat
     parent_path = paths["path"].to_numpy(object)
     par = info.loc[gn["Name"], "parent"].to_numpy(np.int64)
     out = pd.DataFrame(

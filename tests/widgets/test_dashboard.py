@@ -13,6 +13,7 @@ from jlprof.errors import AnalysisError
 from jlprof.widgets import data
 from jlprof.widgets.dashboard import Dashboard
 from tests.fixtures.loops import small_training_export
+from tests.fixtures.scenarios import real_traces
 
 STEPS = 12
 
@@ -180,4 +181,20 @@ def test_domain_filter_recorrelates(tmp_path: Path) -> None:
     assert len(dash.views.nvtx_src.data["name"]) < n_ranges
     assert set(dash.views.nvtx_src.data["name"]) <= set(
         p.trace.nvtx.loc[p.trace.nvtx["domain"] == "Lib", "text"].astype(str)
+    )
+
+
+@pytest.mark.parametrize("path", real_traces(), ids=lambda p: p.parent.name)
+def test_dashboard_on_every_real_trace(path: Path) -> None:
+    p = jlprof.load(path)
+    dash = p.dashboard()
+    v = dash.views
+    lo, hi = p.iter_start, p.iter_stop
+    assert "updated in" in dash.status_text
+    assert len(v.tree_src.data["path"]) == len(p.report("group_node", lo, hi))
+    assert sum(v.gpu_src.data["count"]) == len(p.report("iteration", lo, hi))
+    assert len(v.gpu_src.data["left"]) <= data.MAX_KERNEL_GLYPHS
+    assert len(v.kernel_src.data["kernel"]) == len(p.report("kernel", lo, hi))
+    assert list(v.tc_src.data["op"])[::-1] == list(
+        p.report("tensor", lo, hi)["Op ID"].astype(str).head(15)
     )
