@@ -15,7 +15,7 @@ import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES, gpu_lanes
 from jlprof.reports.expert import STEADY_BAND, findings
-from jlprof.reports.tables import _kernel_frame, iterations_table
+from jlprof.reports.tables import _kernel_frame, _op_frame, iterations_table
 
 if TYPE_CHECKING:
     from jlprof.engine.profile import Profile
@@ -146,19 +146,27 @@ def kernels(p: Profile, lo: int, hi: int, node: str | None = None) -> pd.DataFra
 
 
 def tensor_core(p: Profile, lo: int, hi: int) -> pd.DataFrame:
-    """TC-eligible ops: TC / non-TC GPU time and TC utilisation, by GPU time (tensor report)."""
-    t = p.report("tensor", lo, hi)
-    return pd.DataFrame(
+    """TC-eligible ops (and ops running TC kernels): TC / non-TC GPU time, TC utilisation.
+
+    The tensor report's rows and figures without its kernel-name lists (which the chart does
+    not show and which cost most of the report's time at 1M kernels), sorted by GPU time.
+    """
+    ops = _op_frame(p, lo, hi)
+    sel = ops[ops["tc_eligible"].to_numpy(bool) | (ops["tc_gpu_sum"] > 0).to_numpy()]
+    gpu = sel["kernel_sum"].to_numpy(np.int64)
+    tc = sel["tc_gpu_sum"].to_numpy(np.int64)
+    out = pd.DataFrame(
         {
-            "op": t["Op ID"].astype(str).to_numpy(object),
-            "op_type": t["Op Type"].astype(str).to_numpy(object),
-            "uses_tc": t["Uses TC"].to_numpy(bool),
-            "gpu_ns": t["Total GPU Time"].to_numpy(np.int64),
-            "tc_ns": t["TC GPU Time"].to_numpy(np.int64),
-            "non_tc_ns": t["Non-TC GPU Time"].to_numpy(np.int64),
-            "tc_util_pct": t["TC Utilization (%)"].to_numpy(float),
+            "op": sel["op_id"].astype(str).to_numpy(object),
+            "op_type": sel["op_type"].astype(str).to_numpy(object),
+            "uses_tc": tc > 0,
+            "gpu_ns": gpu,
+            "tc_ns": tc,
+            "non_tc_ns": gpu - tc,
+            "tc_util_pct": np.round(np.where(gpu > 0, 100.0 * tc / np.maximum(gpu, 1), 0.0), 2),
         }
     )
+    return out.sort_values("gpu_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def hints(p: Profile, lo: int, hi: int) -> list[dict[str, Any]]:
@@ -289,18 +297,25 @@ def nvtx_timeline(p: Profile, lo: int, hi: int, max_glyphs: int = MAX_NVTX_GLYPH
     end = nv["end_ns"].to_numpy(np.int64)[sel]
     dur = end - start
     if len(sel) > max_glyphs:
-        keep = np.sort(np.argsort(-dur, kind="stable")[:max_glyphs])
+        keep = np.sort(np.argpartition(-dur, max_glyphs - 1)[:max_glyphs])
         sel, start, end, dur = sel[keep], start[keep], end[keep], dur[keep]
     tid = nv["global_tid"].to_numpy(np.int64)[sel]
     pid = (tid >> 24) & 0xFFFFFF
     depth = c.paths["depth"].to_numpy(np.int64)[c.inst["path"].to_numpy(np.int64)[sel]]
+    text = nv["text"]
+    if isinstance(text.dtype, pd.CategoricalDtype):
+        cats = text.cat.categories.astype(str).to_numpy(object)
+        codes = text.cat.codes.to_numpy()[sel]
+        names = np.where(codes >= 0, cats[np.maximum(codes, 0)] if len(cats) else "", "")
+    else:
+        names = text.astype(str).to_numpy(object)[sel]
     return pd.DataFrame(
         {
             "lane": [f"pid {a} tid {b & 0xFFFFFF}" for a, b in zip(pid, tid, strict=True)],
             "start_ns": start,
             "end_ns": end,
             "dur_ns": dur,
-            "name": nv["text"].astype(str).to_numpy(object)[sel],
+            "name": names,
             "depth": depth,
         }
     )

@@ -20,6 +20,7 @@ from bokeh.models import (
     DataTable,
     Div,
     FactorRange,
+    FixedTicker,
     HoverTool,
     HTMLTemplateFormatter,
     NumberFormatter,
@@ -28,6 +29,7 @@ from bokeh.models import (
 )
 from bokeh.palettes import Category20
 from bokeh.plotting import figure
+from bokeh.transform import linear_cmap
 
 from jlprof.widgets.data import CATEGORY_LABELS, ITER_CATEGORIES
 
@@ -51,16 +53,11 @@ def short(name: Any, n: int = LABEL_CHARS) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _color_of(names: np.ndarray) -> list[str]:
-    """A stable colour per kernel name (same kernel, same colour, whatever the range)."""
-    cache: dict[str, str] = {}
-    out = []
-    for n in names:
-        c = cache.get(n)
-        if c is None:
-            c = cache[n] = KERNEL_COLORS[zlib.crc32(str(n).encode()) % len(KERNEL_COLORS)]
-        out.append(c)
-    return out
+def _color_index(names: np.ndarray) -> np.ndarray:
+    """A stable palette index per kernel name (same kernel, same colour, whatever the range)."""
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    idx = np.array([zlib.crc32(u.encode()) % len(KERNEL_COLORS) for u in uniq], dtype=np.int64)
+    return idx[inv] if len(names) else np.zeros(0, np.int64)
 
 
 class Views:
@@ -114,48 +111,41 @@ class Views:
         f.add_layout(self.range_box)
         self.iter_fig = f
         # ---- GPU timeline: kernels per device/stream, NVTX ranges per thread
+        # numeric columns travel to the browser as binary buffers, strings one by one: lanes
+        # are numbers (labelled on the axis), colours an index into a palette
         self.gpu_src = ColumnDataSource(
-            {
-                k: []
-                for k in (
-                    "lane",
-                    "left",
-                    "right",
-                    "name",
-                    "dur_us",
-                    "count",
-                    "busy_us",
-                    "op",
-                    "color",
-                    "alpha",
-                )
-            }
+            {k: [] for k in ("y", "left", "right", "name", "dur_us", "count", "busy_us")}
+            | {"color": [], "alpha": []}
         )
+        self.gpu_op = np.zeros(0, dtype=object)  # op per bar, kept here for highlighting
         self.nvtx_src = ColumnDataSource(
-            {k: [] for k in ("lane", "left", "right", "name", "dur_us", "height")}
+            {k: [] for k in ("y", "left", "right", "name", "dur_us", "height")}
         )
-        self.lanes = FactorRange(factors=["(no GPU work)"])
+        self.lanes: list[str] = []
         g = figure(
             height=300,
             width=WIDTH,
             title="GPU timeline of the selected iterations",
-            y_range=self.lanes,
+            y_range=Range1d(0.5, -0.5),  # first lane on top
             x_range=Range1d(0, 1),
             tools="xpan,xwheel_zoom,box_zoom,reset,save" if interactive else "save",
             active_scroll="xwheel_zoom" if interactive else None,
             x_axis_label="ms since profile start",
         )
+        self.lane_ticker = FixedTicker(ticks=[0])  # updated in place (a new model is costly)
+        g.yaxis.ticker = self.lane_ticker
+        g.yaxis.major_label_overrides = {0: "(no GPU work or NVTX ranges)"}
         kr = g.hbar(
-            y="lane",
+            y="y",
             left="left",
             right="right",
             height=0.7,
-            color="color",
+            color=linear_cmap("color", KERNEL_COLORS, 0, len(KERNEL_COLORS) - 1),
             alpha="alpha",
             source=self.gpu_src,
         )
         nr = g.hbar(
-            y="lane",
+            y="y",
             left="left",
             right="right",
             height="height",
@@ -169,7 +159,6 @@ class Views:
                 renderers=[kr],
                 tooltips=[
                     ("kernel", "@name"),
-                    ("op", "@op"),
                     ("duration", "@dur_us{0.0} µs"),
                     ("kernels merged", "@count"),
                     ("busy", "@busy_us{0.0} µs"),
@@ -292,29 +281,35 @@ class Views:
         self, gpu: pd.DataFrame, merged: bool, nvtx: pd.DataFrame, window_ns: tuple[int, int]
     ) -> None:
         t0 = self.t0_ns
-        op = gpu["op"].to_numpy(object) if "op" in gpu else np.full(len(gpu), "", object)
+        lanes = sorted(set(gpu["lane"])) + sorted(set(nvtx["lane"]))
+        pos = {name: i for i, name in enumerate(lanes)}
+        self.gpu_op = gpu["op"].to_numpy(object) if "op" in gpu else np.full(len(gpu), "", object)
         self.gpu_src.data = {
-            "lane": gpu["lane"].to_numpy(object),
+            "y": np.array([pos[x] for x in gpu["lane"]], dtype=np.float64),
             "left": (gpu["start_ns"].to_numpy(np.int64) - t0) / 1e6,
             "right": (gpu["end_ns"].to_numpy(np.int64) - t0) / 1e6,
             "name": gpu["name"].to_numpy(object),
             "dur_us": gpu["dur_ns"].to_numpy(np.int64) / 1e3,
             "count": gpu["count"].to_numpy(np.int64),
             "busy_us": gpu["busy_ns"].to_numpy(np.int64) / 1e3,
-            "op": op,
-            "color": _color_of(gpu["name"].to_numpy(object)),
+            "color": _color_index(gpu["name"].to_numpy(object)),
             "alpha": np.full(len(gpu), 0.9),
         }
         self.nvtx_src.data = {
-            "lane": nvtx["lane"].to_numpy(object),
+            "y": np.array([pos[x] for x in nvtx["lane"]], dtype=np.float64),
             "left": (nvtx["start_ns"].to_numpy(np.int64) - t0) / 1e6,
             "right": (nvtx["end_ns"].to_numpy(np.int64) - t0) / 1e6,
             "name": nvtx["name"].to_numpy(object),
             "dur_us": nvtx["dur_ns"].to_numpy(np.int64) / 1e3,
             "height": 0.9 - 0.12 * np.minimum(nvtx["depth"].to_numpy(np.int64), 5),
         }
-        lanes = sorted(set(gpu["lane"])) + sorted(set(nvtx["lane"]))
-        self.lanes.factors = lanes or ["(no GPU work or NVTX ranges)"]
+        if lanes != self.lanes:
+            self.lanes = lanes
+            shown = lanes or ["(no GPU work or NVTX ranges)"]
+            self.lane_ticker.ticks = list(range(len(shown)))
+            self.gpu_fig.yaxis.major_label_overrides = dict(enumerate(shown))
+            self.gpu_fig.y_range.start, self.gpu_fig.y_range.end = len(shown) - 0.5, -0.5
+            self.gpu_fig.height = max(160, 70 + 45 * len(shown))
         a, b = (window_ns[0] - t0) / 1e6, (window_ns[1] - t0) / 1e6
         self.gpu_fig.x_range.start, self.gpu_fig.x_range.end = a, max(b, a + 1e-6)
         n = int(gpu["count"].sum()) if len(gpu) else 0
@@ -327,7 +322,7 @@ class Views:
 
     def highlight_ops(self, ops: set[str] | None) -> None:
         """Dim the kernels of other ops than ``ops`` (None: nothing dimmed)."""
-        op = np.asarray(self.gpu_src.data["op"], dtype=object)
+        op = self.gpu_op
         if ops is None:
             alpha = np.full(len(op), 0.9)
         else:

@@ -127,7 +127,7 @@ def test_tree_selection_filters_kernels_and_highlights_ops(dash: Dashboard) -> N
     assert list(v.kernel_src.data["kernel"]) == ["vectorized_elementwise_kernel"]
     assert "/model/relu1" in v.kernel_title.text
     lit = np.asarray(v.gpu_src.data["alpha"]) > 0.5
-    assert set(np.asarray(v.gpu_src.data["op"])[lit]) == {"/model/relu1/relu"}
+    assert set(v.gpu_op[lit]) == {"/model/relu1/relu"}
     v.tree_src.selected.indices = []
     assert len(v.kernel_src.data["kernel"]) == 3
     assert (np.asarray(v.gpu_src.data["alpha"]) > 0.5).all()
