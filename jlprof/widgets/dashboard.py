@@ -89,6 +89,7 @@ class Dashboard(w.VBox):
         self.last_update_ms: float = 0.0
         self.status_text = ""
         self._ranked: tuple[Profile, list[str]] | None = None
+        self._hints_key = ""
         self._busy = False
         self.views = Views(profile.correlated.t_first_ns)
         self.doc = Document()
@@ -194,6 +195,14 @@ class Dashboard(w.VBox):
         self.views.highlight_ops(data.ops_under(p, self.node) if self.node else None)
 
     def _update_hints(self, hints: list[dict[str, Any]]) -> None:
+        key = repr([(h["detector"], h["problem"], h["action"]) for h in hints])
+        if key == self._hints_key:  # same findings: keep the widgets (no comm churn)
+            return
+        self._hints_key = key
+        for old in self.hints_box.children:
+            old.close()  # a Box does not close its children
+            for child in getattr(old, "children", ()):
+                child.close()
         rows: list[w.Widget] = []
         for h in hints:
             ev = ", ".join(f"{k}: {v}" for k, v in h["evidence"].items() if k != "candidates")

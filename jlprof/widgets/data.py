@@ -31,8 +31,9 @@ CATEGORY_LABELS = {
     "cpu": "CPU",
     "other": "other",
 }
-MAX_KERNEL_GLYPHS = 6000  # above this the GPU timeline shows merged bins, not single kernels
-MAX_NVTX_GLYPHS = 3000  # NVTX ranges drawn at most (the longest ones win)
+MAX_KERNEL_GLYPHS = 4000  # above this the GPU timeline shows merged bins, not single kernels
+BINS_PER_LANE = 1500  # merged bins per stream: about 1.5 per pixel of a 1000-pixel-wide plot
+MAX_NVTX_GLYPHS = 2000  # NVTX ranges drawn at most (the longest ones win)
 
 
 def iterations(p: Profile) -> pd.DataFrame:
@@ -249,7 +250,7 @@ def gpu_timeline(
         )
         return frame, False
     t0, t1 = int(start.min()), int(end.max())
-    bins = max(1, max_glyphs // max(len(np.unique(lane)), 1))
+    bins = max(1, min(BINS_PER_LANE, max_glyphs // max(len(np.unique(lane)), 1)))
     b = np.minimum((start - t0) * bins // max(t1 - t0, 1), bins - 1)
     key = lane * bins + b  # non-decreasing: rows are sorted by (lane, start)
     cut = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))

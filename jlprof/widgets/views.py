@@ -77,6 +77,7 @@ class Views:
             toolbar_location="right",
             x_axis_label="iteration",
             y_axis_label="ms",
+            y_range=Range1d(0, 1),
         )
         cats = [f"{c}_ms" for c in ITER_CATEGORIES]
         bars = f.vbar_stack(
@@ -265,12 +266,18 @@ class Views:
         for c in ITER_CATEGORIES:
             d[f"{c}_ms"] = (frame[f"{c}_ns"] / 1e6).to_numpy()
         self.iter_src.data = d
-        out = frame[frame["outlier"].to_numpy(bool)]
-        top = float(frame["duration_ns"].max() / 1e6) if len(frame) else 0.0
+        # the y axis stops above the usual iterations, so that one long warm-up iteration
+        # does not flatten every other bar; taller ones are cut and flagged as outliers
+        dur_ms = frame["duration_ns"].to_numpy(np.float64) / 1e6
+        top = float(dur_ms.max()) if len(dur_ms) else 1.0
+        usual = float(np.percentile(dur_ms, 95)) if len(dur_ms) else 1.0
+        ymax = top if top <= 1.5 * usual else 1.5 * usual
+        self.iter_fig.y_range.start, self.iter_fig.y_range.end = 0.0, max(ymax * 1.08, 1e-6)
+        out = frame["outlier"].to_numpy(bool)
         self.outlier_src.data = {
-            "iteration": out["iteration"].to_numpy(),
-            "y": (out["duration_ns"] / 1e6 + 0.04 * top).to_numpy(),
-            "duration_ms": (out["duration_ns"] / 1e6).to_numpy(),
+            "iteration": frame["iteration"].to_numpy()[out],
+            "y": np.minimum(dur_ms[out], ymax) + 0.04 * ymax,
+            "duration_ms": dur_ms[out],
         }
 
     def update_range(self, lo: int, hi: int) -> None:
@@ -330,6 +337,7 @@ class Views:
         self.gpu_src.data["alpha"] = alpha
 
     def update_tree(self, tree: pd.DataFrame) -> None:
+        rows_before = len(self.tree_src.data["path"])
         label = [
             ("   " * int(d)) + str(n) for d, n in zip(tree["depth"], tree["name"], strict=True)
         ]
@@ -342,9 +350,11 @@ class Views:
             "tc_eligible_ops": tree["tc_eligible_ops"].to_numpy(np.int64),
             "tc_ops": tree["tc_ops"].to_numpy(np.int64),
         }
-        _redraw(self.tree_table)
+        if len(tree) == rows_before:
+            _redraw(self.tree_table)
 
     def update_kernels(self, k: pd.DataFrame, node: str | None) -> None:
+        rows_before = len(self.kernel_src.data["kernel"])
         self.kernel_src.data = {
             "kernel": k["Kernel Name"].astype(str).to_numpy(object),
             "op": k["Op Name"].astype(str).map(short).to_numpy(object),
@@ -355,7 +365,8 @@ class Views:
         }
         where = f"under <code>{html.escape(node)}</code>" if node else "(all ops)"
         self.kernel_title.text = f"<b>Kernels</b> {where}: {len(k)} rows"
-        _redraw(self.kernel_table)
+        if len(k) == rows_before:
+            _redraw(self.kernel_table)
 
     def update_tc(self, tc: pd.DataFrame) -> None:
         top = tc.head(TC_TOP).iloc[::-1]  # largest at the top of the chart
