@@ -7,6 +7,7 @@ BokehJS is inlined because no CDN may be reachable where the notebook is read.
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING
 
 from bokeh.embed import components
@@ -55,5 +56,6 @@ def static_html(p: Profile) -> str:
         "<div class='jlprof-static'>"
         "<p style='font-size:11px;color:#666'>Static jlprof dashboard (no live kernel): "
         "run the cell to interact.</p>"
-        f"{cards_html(data.headline(p, lo, hi))}{profile_html(p)}{js}{div}{script}</div>"
+        f"{cards_html(data.headline(p, lo, hi))}{profile_html(p)}{js}{div}{script}"
+        f"<p style='font-size:11px;color:#555'>{html.escape(views.lod_note.text)}</p></div>"
     )
