@@ -10,7 +10,7 @@ import pytest
 
 from tests.fixtures.loops import small_training_export
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import open_notebook, screenshot, wait_idle
+from tests.ui.lab import open_notebook, run_all_cells, screenshot
 
 STEPS = 12
 
@@ -40,27 +40,6 @@ def _kernel_calls(page) -> list[str]:
     return [r[2] for r in rows if len(r) == 6 and r[5] in ("yes", "no")]
 
 
-def run_all_when_connected(page, timeout_ms: int = 180_000) -> None:
-    """Run all cells once the kernel connection is up (a loaded machine can show 'idle'
-    before the session's kernel is connected; a run issued then is silently dropped)."""
-    page.wait_for_function(
-        """() => {
-            const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-            const k = w && w.sessionContext && w.sessionContext.session
-                && w.sessionContext.session.kernel;
-            return k && k.connectionStatus === 'connected' && k.status === 'idle';
-        }""",
-        timeout=timeout_ms,
-    )
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.jp-InputPrompt')]"
-        ".every(e => /\\[(\\d+|\\*)\\]/.test(e.innerText))",
-        timeout=timeout_ms,
-    )
-    wait_idle(page, timeout_ms)
-
-
 @pytest.fixture
 def dashboard_page(lab_server, page, tmp_path: Path):
     export = small_training_export(tmp_path / "loop.sqlite", steps=STEPS)
@@ -70,7 +49,7 @@ def dashboard_page(lab_server, page, tmp_path: Path):
         [f"import jlprof\np = jlprof.load({str(export)!r})\nd = p.dashboard()\nd"],
     )
     open_notebook(page, lab_server, "dash/dashboard.ipynb")
-    run_all_when_connected(page)
+    run_all_cells(page)
     page.wait_for_selector(".jlprof-dashboard .jlprof-cards", timeout=60_000)
     page.wait_for_function(
         f"() => ({DEEP})(document.querySelector('.jlprof-dashboard'), 'canvas').length >= 3",
@@ -84,7 +63,15 @@ def dashboard_page(lab_server, page, tmp_path: Path):
         news.first.click()
     # tall enough that the whole dashboard is in the screenshots (the notebook scrolls inside)
     page.set_viewport_size({"width": 1400, "height": 2300})
-    return page
+    yield page
+    # leave the shared server as we found it: no kernel holding the profile, no notebook or
+    # saved layout for JupyterLab to restore (hidden) into the next test's page
+    page.goto("about:blank")
+    status, kernels = lab_server.api("api/kernels")
+    for k in kernels if status == 200 else []:
+        lab_server.api(f"api/kernels/{k['id']}", method="DELETE")
+    lab_server.api("api/contents/dash/dashboard.ipynb", method="DELETE")
+    lab_server.api("lab/api/workspaces/default", method="DELETE")
 
 
 def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
