@@ -259,6 +259,18 @@ class Profile:
 
         return profile_html(self)
 
+    def dashboard(self, **kwargs: Any) -> Any:
+        """The interactive dashboard (an ipywidgets widget; needs the 'notebook' extra)."""
+        from jlprof.widgets.dashboard import Dashboard
+
+        return Dashboard(self, **kwargs)
+
+    def _ipython_display_(self) -> None:
+        # imported here: the engine never imports Jupyter at module level
+        from jlprof.widgets.display import display_profile
+
+        display_profile(self)
+
 
 def load(
     path: str | Path,

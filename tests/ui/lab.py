@@ -187,10 +187,38 @@ def open_notebook(page: Any, lab: LabServer, relpath: str, timeout_ms: int = 90_
 
 
 def run_all_cells(page: Any, timeout_ms: int = 180_000) -> None:
-    """Run every cell through JupyterLab's own command and wait for the kernel to finish."""
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    # The indicator turns busy first; give it a moment, then wait for idle again.
-    page.wait_for_timeout(500)
+    """Run every cell through JupyterLab's own command and wait for the kernel to finish.
+
+    Waits for the session's kernel connection first: on a loaded machine the status shows
+    'idle' before the kernel is connected, and a run issued then is silently dropped. The
+    shown notebook is activated first: JupyterLab restores the tabs of earlier tests, and the
+    command runs the notebook tracker's current one. Then waits until every code cell has an
+    execution count.
+    """
+    page.wait_for_function(
+        """() => {
+            const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+            const k = w && w.sessionContext && w.sessionContext.session
+                && w.sessionContext.session.kernel;
+            return k && k.connectionStatus === 'connected' && k.status === 'idle';
+        }""",
+        timeout=timeout_ms,
+    )
+    page.evaluate(
+        """() => {
+            const app = window.jupyterapp;
+            const w = app.shell.currentWidget;
+            app.shell.activateById(w.id);
+            w.content.activate();
+            return app.commands.execute('notebook:run-all-cells');
+        }"""
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll("
+        "'.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputPrompt')]"
+        ".every(e => /\\[\\d+\\]/.test(e.innerText))",
+        timeout=timeout_ms,
+    )
     wait_idle(page, timeout_ms)
 
 

@@ -1,0 +1,351 @@
+"""``Dashboard``: ipywidgets controls + Bokeh views over one Profile, re-aggregating live.
+
+Controls (iteration-range slider, key-node combobox, NVTX domain filter) and the Bokeh
+selections (iterations box-selected in the timeline, a node picked in the op tree) all end
+in :meth:`Dashboard.refresh`, which asks the Profile for the range's figures and replaces
+the ColumnDataSources' data in place. Scripts and tests drive the same path through
+:meth:`Dashboard.set_range` and :meth:`Dashboard.set_key_node`.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as w
+from bokeh.document import Document
+from jupyter_bokeh import BokehModel
+
+from jlprof.errors import JlprofError
+from jlprof.widgets import data
+from jlprof.widgets.static import fill, static_html
+from jlprof.widgets.views import Views
+
+if TYPE_CHECKING:
+    from jlprof.engine.profile import Profile
+
+ALL_DOMAINS = "(all domains)"
+DEFAULT_DOMAIN = "(default domain)"
+_bokeh_js_loaded = False
+
+
+def ensure_bokehjs() -> None:
+    """Put BokehJS on the page once per kernel (inline: no CDN needed; see DESIGN.md)."""
+    global _bokeh_js_loaded
+    if _bokeh_js_loaded:
+        return
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    output_notebook(INLINE, hide_banner=True)
+    _bokeh_js_loaded = True
+
+
+def _card(title: str, value: str, sub: str = "") -> str:
+    return (
+        "<div style='display:inline-block;min-width:170px;margin:0 10px 6px 0;padding:6px 12px;"
+        "border:1px solid #ccc;border-radius:6px;background:#fafafa'>"
+        f"<div style='font-size:11px;color:#666'>{html.escape(title)}</div>"
+        f"<div class='jlprof-card-value' style='font-size:20px;font-weight:600'>"
+        f"{html.escape(value)}</div>"
+        f"<div style='font-size:11px;color:#666'>{html.escape(sub)}</div></div>"
+    )
+
+
+def cards_html(h: data.Headline) -> str:
+    """The headline cards as HTML (also used by the static rendering)."""
+    return (
+        "<div class='jlprof-cards'>"
+        + "".join(
+            [
+                _card("GPU utilization", f"{h.gpu_util_pct:.1f} %", "union of GPU work / wall"),
+                _card(
+                    "Tensor Core utilization", f"{h.tc_util_pct:.1f} %", "of TC-eligible ops' time"
+                ),
+                _card(
+                    "Iteration time",
+                    f"{h.iter_mean_ns / 1e6:.3f} ± {h.iter_std_ns / 1e6:.3f} ms",
+                    f"mean ± std over {h.aggregated} iteration(s)",
+                ),
+                _card(
+                    "Iterations found",
+                    str(h.iterations_found),
+                    f"key node {h.key_node}" if h.key_node else "no key node found",
+                ),
+            ]
+        )
+        + "</div>"
+    )
+
+
+class Dashboard(w.VBox):
+    """The interactive dashboard of a :class:`~jlprof.engine.profile.Profile`."""
+
+    def __init__(self, profile: Profile, max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS) -> None:
+        self.profile = profile
+        self.max_kernel_glyphs = max_kernel_glyphs
+        self.node: str | None = None
+        self.last_update_ms: float = 0.0
+        self.status_text = ""
+        self._ranked: tuple[Profile, list[str]] | None = None
+        self._hints_key = ""
+        self._busy = False
+        self.views = Views(profile.correlated.t_first_ns)
+        self.doc = Document()
+        self.doc.add_root(self.views.layout)
+        # ---- controls
+        n = profile.iterations.count
+        self.range_slider = w.IntRangeSlider(
+            value=(profile.iter_start, profile.iter_stop),
+            min=0,
+            max=max(n - 1, 0),
+            description="Iterations",
+            continuous_update=False,
+            disabled=n <= 1,
+            layout=w.Layout(width="520px"),
+            style={"description_width": "80px"},
+        )
+        self.key_node_box = w.Combobox(
+            value=profile.key_node or "",
+            options=self._candidates(),
+            placeholder="key node (op name or ID)",
+            description="Key node",
+            ensure_option=False,
+            continuous_update=False,
+            layout=w.Layout(width="360px"),
+            style={"description_width": "70px"},
+        )
+        domains = self._domains()
+        self.domain_box = w.Dropdown(
+            options=[ALL_DOMAINS, *domains],
+            value=ALL_DOMAINS if not profile.domains else profile.domains[0],
+            description="Domain",
+            disabled=len(domains) <= 1,
+            layout=w.Layout(width="260px"),
+            style={"description_width": "60px"},
+        )
+        self.status = w.HTML(layout=w.Layout(margin="0 0 0 8px"))
+        self.cards = w.HTML()
+        self.hints_box = w.VBox()
+        self.range_slider.observe(self._on_slider, names="value")
+        self.key_node_box.observe(self._on_key_node, names="value")
+        self.domain_box.observe(self._on_domain, names="value")
+        self.views.iter_src.selected.on_change("indices", self._on_iter_select)
+        self.views.tree_src.selected.on_change("indices", self._on_tree_select)
+        controls = w.HBox([self.range_slider, self.key_node_box, self.domain_box, self.status])
+        self.hints = w.Accordion(children=[self.hints_box], titles=("Expert hints",))
+        self.refresh(key_node_changed=True)
+        # created after the first fill: its render bundle carries the data (patches sent
+        # before a view exists would be lost)
+        self.bokeh = BokehModel(self.views.layout)
+        super().__init__([controls, self.cards, self.hints, self.bokeh])
+        self.add_class("jlprof-dashboard")
+
+    # ---- scriptable API ------------------------------------------------------------------
+    def set_range(self, start: int, stop: int) -> None:
+        """Aggregate over iterations start..stop (inclusive) and update every view."""
+        self.profile.set_range(start, stop)  # raises a clear AnalysisError on bad input
+        self._set_slider(start, stop)
+        self.refresh()
+
+    def set_key_node(self, name: str | None) -> None:
+        """Split iterations at ``name`` (None: the default key node); resets the range."""
+        self.profile.set_key_node(name or None)
+        self.refresh(key_node_changed=True)
+
+    def set_node(self, node: str | None) -> None:
+        """Filter the kernel table to an op-tree node (None: all ops) and highlight its ops."""
+        self.node = node or None
+        self._update_node()
+
+    # ---- refresh -------------------------------------------------------------------------
+    def refresh(self, key_node_changed: bool = False) -> None:
+        """Re-aggregate the current range and replace every view's data."""
+        p = self.profile
+        lo, hi = p.iter_start, p.iter_stop
+        t = time.perf_counter()
+        self._busy = True
+        self.doc.hold("combine")
+        try:
+            fill(self.views, p, self.max_kernel_glyphs, iterations=key_node_changed, kernels=False)
+            if key_node_changed:
+                n = p.iterations.count
+                with self.range_slider.hold_trait_notifications():
+                    self.range_slider.max = max(n - 1, 0)
+                    self.range_slider.disabled = n <= 1
+                self._set_slider(lo, hi)
+                self._sync_key_node_box()
+            self._update_node()
+            self.cards.value = cards_html(data.headline(p, lo, hi))
+            self._update_hints(data.hints(p, lo, hi))
+        finally:
+            self.doc.unhold()
+            self._busy = False
+        self.last_update_ms = (time.perf_counter() - t) * 1e3
+        self._say(
+            f"iterations {lo}..{hi} of {p.iterations.count} · updated in "
+            f"{self.last_update_ms:.0f} ms"
+        )
+
+    def _update_node(self) -> None:
+        p = self.profile
+        k = data.kernels(p, p.iter_start, p.iter_stop, self.node)
+        self.views.update_kernels(k, self.node)
+        self.views.highlight_ops(data.ops_under(p, self.node) if self.node else None)
+
+    def _update_hints(self, hints: list[dict[str, Any]]) -> None:
+        key = repr([(h["detector"], h["problem"], h["action"]) for h in hints])
+        if key == self._hints_key:  # same findings: keep the widgets (no comm churn)
+            return
+        self._hints_key = key
+        for old in self.hints_box.children:
+            old.close()  # a Box does not close its children
+            for child in getattr(old, "children", ()):
+                child.close()
+        rows: list[w.Widget] = []
+        for h in hints:
+            ev = ", ".join(f"{k}: {v}" for k, v in h["evidence"].items() if k != "candidates")
+            text = (
+                f"<div style='margin:2px 0'><b>{html.escape(h['detector'])}</b>: "
+                f"{html.escape(h['problem'])}<br><i>Recommendation:</i> "
+                f"{html.escape(h['recommendation'])}<br>"
+                f"<span style='font-size:11px;color:#666'>Evidence: {html.escape(ev[:400])}"
+                "</span></div>"
+            )
+            parts: list[w.Widget] = [w.HTML(text, layout=w.Layout(width="85%"))]
+            act = h.get("action") or {}
+            if "set_range" in act:
+                lo, hi = act["set_range"]
+                btn = w.Button(description=f"use suggested range {lo}..{hi}", button_style="info")
+                btn.on_click(lambda _b, lo=lo, hi=hi: self._guard(self.set_range, lo, hi))
+                btn.layout.width = "auto"
+                parts.append(btn)
+            if "set_key_node" in act:
+                name = act["set_key_node"]
+                btn = w.Button(description=f"use key node {data_short(name)}", button_style="info")
+                btn.on_click(lambda _b, name=name: self._guard(self.set_key_node, name))
+                btn.layout.width = "auto"
+                parts.append(btn)
+            rows.append(w.HBox(parts))
+        if not rows:
+            rows = [w.HTML("<i>No problems found for this range.</i>")]
+        self.hints_box.children = rows
+        self.hints.set_title(0, f"Expert hints ({len(hints)})" if hints else "Expert hints (none)")
+
+    # ---- event handlers (user actions: errors are shown, never raised into the kernel) ----
+    def _guard(self, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except JlprofError as err:
+            self._say(str(err), error=True)
+
+    def _on_slider(self, change: dict[str, Any]) -> None:
+        if self._busy:
+            return
+        lo, hi = change["new"]
+        self._guard(self.set_range, lo, hi)
+
+    def _on_key_node(self, change: dict[str, Any]) -> None:
+        if self._busy:
+            return
+        name = (change["new"] or "").strip()
+        if name == (self.profile.key_node or ""):
+            return
+        self._guard(self.set_key_node, name or None)
+
+    def _on_domain(self, change: dict[str, Any]) -> None:
+        if self._busy:
+            return
+        from jlprof.engine.profile import Profile
+
+        old = self.profile
+        pick = change["new"]
+        domains = None if pick == ALL_DOMAINS else ["" if pick == DEFAULT_DOMAIN else pick]
+        key = old.key_node if old.key_node_given else None
+        note = ""
+        try:
+            try:
+                new = Profile(old.trace, key_node=key, domains=domains, mode=old.mode,
+                              profile_name=old.profile_name)  # fmt: skip
+            except JlprofError:
+                if key is None:
+                    raise
+                new = Profile(old.trace, domains=domains, mode=old.mode,
+                              profile_name=old.profile_name)  # fmt: skip
+                note = f"key node {key!r} is not in {pick}; using the default key node. "
+        except JlprofError as err:
+            self._say(str(err), error=True)
+            return
+        self.profile = new
+        self.node = None
+        self.refresh(key_node_changed=True)
+        if note:
+            self._say(note + self.status_text, error=True)
+
+    def _on_iter_select(self, _attr: str, _old: Any, new: list[int]) -> None:
+        if self._busy or not new:
+            return
+        its = self.views.iter_src.data["iteration"]
+        picked = [int(its[i]) for i in new]
+        self._guard(self.set_range, min(picked), max(picked))
+
+    def _on_tree_select(self, _attr: str, _old: Any, new: list[int]) -> None:
+        if self._busy:
+            return
+        paths = self.views.tree_src.data["path"]
+        self.set_node(str(paths[new[0]]) if new else None)
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _set_slider(self, lo: int, hi: int) -> None:
+        busy, self._busy = self._busy, True
+        try:
+            self.range_slider.value = (int(lo), int(hi))
+        finally:
+            self._busy = busy
+
+    def _sync_key_node_box(self) -> None:
+        busy, self._busy = self._busy, True
+        try:
+            self.key_node_box.options = self._candidates()
+            self.key_node_box.value = self.profile.key_node or ""
+        finally:
+            self._busy = busy
+
+    def _candidates(self) -> tuple[str, ...]:
+        """Ranked key-node candidates; they do not depend on the key node, so computed once
+        per profile (the ranking groups every op instance: ~0.2 s at 1M kernels)."""
+        if self._ranked is None or self._ranked[0] is not self.profile:
+            ranked = [str(n) for n in self.profile.suggest_key_nodes(10)["op_name"]]
+            self._ranked = (self.profile, ranked)
+        names = list(self._ranked[1])
+        kn = self.profile.key_node
+        if kn and kn not in names:
+            names.insert(0, kn)
+        return tuple(names)
+
+    def _domains(self) -> list[str]:
+        nv = self.profile.trace.nvtx
+        if len(nv) == 0:
+            return []
+        return sorted({str(d) for d in nv["domain"].astype(str).unique()} - {""}) + (
+            [DEFAULT_DOMAIN] if (nv["domain"].astype(str) == "").any() else []
+        )
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.status_text = text
+        color = "#b00020" if error else "#555"
+        self.status.value = f"<span style='color:{color};font-size:12px'>{html.escape(text)}</span>"
+
+    # ---- display -------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The live widget, plus text and a static Bokeh rendering for kernel-less viewers."""
+        ensure_bokehjs()
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/plain"] = repr(self.profile)
+        bundle["text/html"] = static_html(self.profile)
+        return bundle
+
+
+def data_short(name: str, n: int = 40) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"

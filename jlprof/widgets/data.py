@@ -1,0 +1,322 @@
+"""What each dashboard view shows, as plain frames computed from the Profile's reports and cube.
+
+No Bokeh here: every function takes a Profile and an inclusive iteration range and returns
+pandas/numpy data, so the numbers a view draws are tested against the engine's reports
+without a browser. ``views`` only turns these frames into ColumnDataSource dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine.aggregate import CATEGORIES, gpu_lanes
+from jlprof.reports.expert import STEADY_BAND, findings
+from jlprof.reports.tables import _kernel_frame, _op_frame, iterations_table
+
+if TYPE_CHECKING:
+    from jlprof.engine.profile import Profile
+
+# Duration categories of the summary (guide §10.2), in the summary's priority order.
+ITER_CATEGORIES = (*CATEGORIES, "other")
+CATEGORY_LABELS = {
+    "tc": "Tensor Core kernels",
+    "non_tc": "non-TC kernels",
+    "memory": "memory",
+    "dataloader": "dataloader",
+    "io": "I/O",
+    "cpu": "CPU",
+    "other": "other",
+}
+MAX_KERNEL_GLYPHS = 4000  # above this the GPU timeline shows merged bins, not single kernels
+BINS_PER_LANE = 1500  # merged bins per stream: about 1.5 per pixel of a 1000-pixel-wide plot
+MAX_NVTX_GLYPHS = 2000  # NVTX ranges drawn at most (the longest ones win)
+
+
+def iterations(p: Profile) -> pd.DataFrame:
+    """One row per iteration: window, duration, the summary's categories (ns), outlier flag.
+
+    Categories are the per-GPU priority partition of the iteration's wall time averaged over
+    the visible GPUs, exactly as the summary's "... Duration %" rows average them, so the
+    selected rows' sums over their wall time reproduce the summary's percentages.
+    Outliers: outside ±STEADY_BAND of the median duration (the expert system's definition).
+    """
+    it = p.iterations
+    ti = p.cube.time_iter
+    per_iter = ti.groupby(level="iteration", sort=True)[list(ITER_CATEGORIES)].mean()
+    dur = it.durations_ns()
+    out = pd.DataFrame(
+        {
+            "iteration": np.arange(it.count, dtype=np.int64),
+            "start_ns": it.bounds_ns[:-1],
+            "end_ns": it.bounds_ns[1:],
+            "duration_ns": dur,
+        }
+    )
+    for c in ITER_CATEGORIES:
+        out[f"{c}_ns"] = per_iter[c].reindex(out["iteration"]).fillna(0.0).to_numpy()
+    med = float(np.median(dur)) if len(dur) else 0.0
+    out["outlier"] = (np.abs(dur - med) > STEADY_BAND * med) if it.count >= 3 else False
+    return out
+
+
+@dataclass
+class Headline:
+    """The four cards: GPU util, TC util, mean ± std iteration time, iterations found."""
+
+    gpu_util_pct: float
+    tc_util_pct: float
+    iter_mean_ns: float
+    iter_std_ns: float
+    iterations_found: int
+    aggregated: int
+    key_node: str | None
+
+
+def headline(p: Profile, lo: int, hi: int) -> Headline:
+    rep = p.summary(lo, hi)["Summary Report"]
+    its = iterations_table(p, lo, hi)
+    return Headline(
+        gpu_util_pct=float(rep["GPU Utilization %"]),
+        tc_util_pct=float(rep["Tensor Core Kernel Utilization %"]),
+        iter_mean_ns=float(its["Average Iteration Time (ns)"]),
+        iter_std_ns=float(its["Iteration Time Standard Deviation (ns)"]),
+        iterations_found=int(its["Total Iterations"]),
+        aggregated=int(its["Aggregated Iterations"]),
+        key_node=p.key_node,
+    )
+
+
+def op_tree(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """The group-node hierarchy (guide §10.8) in depth-first order, with TC figures.
+
+    Columns: path, name, depth, parent (path or ''), calls, gpu_ns, cpu_ns, tc_eligible_ops,
+    tc_ops (from the group-node report), ordered so that each node follows its parent.
+    """
+    gn = p.report("group_node", lo, hi)
+    cols = ["path", "name", "depth", "parent", "calls", "gpu_ns", "cpu_ns"]
+    cols += ["tc_eligible_ops", "tc_ops"]
+    if gn.empty:
+        return pd.DataFrame(columns=cols)
+    paths = p.correlated.paths
+    info = paths.drop_duplicates("path").set_index("path")  # a path text may repeat
+    parent_path = paths["path"].to_numpy(object)
+    par = info.loc[gn["Name"], "parent"].to_numpy(np.int64)
+    out = pd.DataFrame(
+        {
+            "path": gn["Name"].to_numpy(object),
+            "name": info.loc[gn["Name"], "name"].to_numpy(object),
+            "depth": info.loc[gn["Name"], "depth"].to_numpy(np.int64),
+            "parent": np.where(par >= 0, parent_path[np.maximum(par, 0)], ""),
+            "calls": gn["No. Calls Aggregated"].to_numpy(np.int64),
+            "gpu_ns": gn["Total GPU Time (ns)"].to_numpy(np.int64),
+            "cpu_ns": gn["Total CPU Time (ns)"].to_numpy(np.int64),
+            "tc_eligible_ops": gn["No. TC Eligibility Ops"].to_numpy(np.int64),
+            "tc_ops": gn["No. Node Ops Using TC"].to_numpy(np.int64),
+        }
+    )
+    # paths sort depth-first when '/' sorts before every other character
+    key = out["path"].str.replace("/", "\x00", regex=False)
+    return out.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
+
+
+def ops_under(p: Profile, node: str) -> set[str]:
+    """Op IDs with an instance at ``node`` or below it in the hierarchy."""
+    paths = p.correlated.paths["path"].astype(str)
+    under = np.flatnonzero(((paths == node) | paths.str.startswith(node + "/")).to_numpy())
+    inst = p.correlated.inst
+    ops = np.unique(inst["op"].to_numpy(np.int64)[np.isin(inst["path"].to_numpy(), under)])
+    return set(p.correlated.ops["op_id"].to_numpy(object)[ops].tolist())
+
+
+def kernels(p: Profile, lo: int, hi: int, node: str | None = None) -> pd.DataFrame:
+    """The kernel report (guide §10.5) plus a Calls column, only ops under ``node`` if given."""
+    k = p.report("kernel", lo, hi)
+    kf = _kernel_frame(p, lo, hi)
+    if len(k):
+        calls = kf.set_index(["kernel_name", "op_id"])["calls"]
+        k["Calls"] = calls.reindex(pd.MultiIndex.from_frame(k[["Kernel Name", "Op ID"]])).to_numpy()
+    else:
+        k["Calls"] = pd.Series(dtype="int64")
+    if node:
+        k = k[k["Op ID"].isin(ops_under(p, node))].reset_index(drop=True)
+    return k
+
+
+def tensor_core(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+    """TC-eligible ops (and ops running TC kernels): TC / non-TC GPU time, TC utilisation.
+
+    The tensor report's rows and figures without its kernel-name lists (which the chart does
+    not show and which cost most of the report's time at 1M kernels), sorted by GPU time.
+    """
+    ops = _op_frame(p, lo, hi)
+    sel = ops[ops["tc_eligible"].to_numpy(bool) | (ops["tc_gpu_sum"] > 0).to_numpy()]
+    gpu = sel["kernel_sum"].to_numpy(np.int64)
+    tc = sel["tc_gpu_sum"].to_numpy(np.int64)
+    out = pd.DataFrame(
+        {
+            "op": sel["op_id"].astype(str).to_numpy(object),
+            "op_type": sel["op_type"].astype(str).to_numpy(object),
+            "uses_tc": tc > 0,
+            "gpu_ns": gpu,
+            "tc_ns": tc,
+            "non_tc_ns": gpu - tc,
+            "tc_util_pct": np.round(np.where(gpu > 0, 100.0 * tc / np.maximum(gpu, 1), 0.0), 2),
+        }
+    )
+    return out.sort_values("gpu_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def hints(p: Profile, lo: int, hi: int) -> list[dict[str, Any]]:
+    """Expert findings (problem, recommendation, evidence, action) for the range."""
+    return [
+        {
+            "detector": f.detector,
+            "problem": f.problem,
+            "recommendation": f.recommendation,
+            "evidence": f.evidence,
+            "action": f.action,
+        }
+        for f in findings(p, lo, hi)
+    ]
+
+
+# ---- GPU timeline ---------------------------------------------------------------------------
+@dataclass
+class _GpuOrder:
+    """GPU work sorted by (lane, start) once per profile; lanes are (device, stream)."""
+
+    order: np.ndarray
+    lane: np.ndarray  # lane per sorted row
+    labels: list[str]
+
+
+def _gpu_order(p: Profile) -> _GpuOrder:
+    cached = p._memo.get("widgets.gpu_order")
+    if cached is None:
+        g = p.correlated.gpu
+        dev_lane, dev_labels = gpu_lanes(p.correlated)
+        stream = g["stream_id"].to_numpy(np.int64)
+        pair = dev_lane * (int(stream.max()) + 1 if len(stream) else 1) + stream
+        uniq, inv = np.unique(pair, return_inverse=True)
+        n_str = int(stream.max()) + 1 if len(stream) else 1
+        labels = [f"{dev_labels[u // n_str].split(':')[0]} stream {u % n_str}" for u in uniq]
+        start = g["start_ns"].to_numpy(np.int64)
+        order = np.lexsort((start, inv))
+        cached = _GpuOrder(order=order, lane=inv[order].astype(np.int64), labels=labels)
+        p._memo["widgets.gpu_order"] = cached
+    return cached
+
+
+def gpu_timeline(
+    p: Profile, lo: int, hi: int, max_glyphs: int = MAX_KERNEL_GLYPHS
+) -> tuple[pd.DataFrame, bool]:
+    """GPU work launched in iterations lo..hi, per (device, stream) lane.
+
+    Returns (frame, merged). With at most ``max_glyphs`` activities each is one row (name,
+    start/end, duration). Above that, each lane's window is cut into equal time bins and the
+    work starting in a bin becomes one row spanning it (count, busy time, longest kernel's
+    name), so the browser draws a bounded number of glyphs whatever the kernel count.
+    """
+    g = p.correlated.gpu
+    cols = ["lane", "start_ns", "end_ns", "dur_ns", "busy_ns", "count", "name", "op"]
+    if len(g) == 0:
+        return pd.DataFrame(columns=cols), False
+    go = _gpu_order(p)
+    it = p.cube.gpu_iter[go.order]
+    keep = (it >= lo) & (it <= hi)
+    rows = go.order[keep]
+    lane = go.lane[keep]
+    start = g["start_ns"].to_numpy(np.int64)[rows]
+    end = g["end_ns"].to_numpy(np.int64)[rows]
+    names = g["name"].cat.categories.to_numpy(object)
+    codes = g["name"].cat.codes.to_numpy()[rows]
+    labels = np.asarray(go.labels, dtype=object)
+    if len(rows) <= max_glyphs:
+        frame = pd.DataFrame(
+            {
+                "lane": labels[lane] if len(lane) else np.array([], object),
+                "start_ns": start,
+                "end_ns": end,
+                "dur_ns": end - start,
+                "busy_ns": end - start,
+                "count": np.ones(len(rows), np.int64),
+                "name": names[codes] if len(codes) else np.array([], object),
+                "op": _op_ids(p, g["inst"].to_numpy(np.int64)[rows]),
+            }
+        )
+        return frame, False
+    t0, t1 = int(start.min()), int(end.max())
+    bins = max(1, min(BINS_PER_LANE, max_glyphs // max(len(np.unique(lane)), 1)))
+    b = np.minimum((start - t0) * bins // max(t1 - t0, 1), bins - 1)
+    key = lane * bins + b  # non-decreasing: rows are sorted by (lane, start)
+    cut = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    dur = end - start
+    busy = np.add.reduceat(dur, cut)
+    # the longest activity of each bin names it: first row equal to its bin's maximum
+    counts = np.diff(np.append(cut, len(key)))
+    longest = np.maximum.reduceat(dur, cut)
+    hit = np.flatnonzero(dur == np.repeat(longest, counts))
+    seg = np.repeat(np.arange(len(cut)), counts)[hit]
+    first_of_seg = hit[np.flatnonzero(np.concatenate([[True], seg[1:] != seg[:-1]]))]
+    frame = pd.DataFrame(
+        {
+            "lane": labels[lane[cut]],
+            "start_ns": start[cut],
+            "end_ns": np.maximum.reduceat(end, cut),
+            "busy_ns": busy,
+            "count": counts,
+            "name": names[codes[first_of_seg]],
+        }
+    )
+    frame["dur_ns"] = frame["end_ns"] - frame["start_ns"]
+    frame["op"] = ""  # a bin mixes ops
+    return frame[cols], True
+
+
+def _op_ids(p: Profile, inst: np.ndarray) -> np.ndarray:
+    """Op ID of each op instance row ('' for none)."""
+    c = p.correlated
+    op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
+    ids = c.ops["op_id"].to_numpy(object)
+    return np.where(op >= 0, ids[np.maximum(op, 0)] if len(ids) else "", "")
+
+
+def nvtx_timeline(p: Profile, lo: int, hi: int, max_glyphs: int = MAX_NVTX_GLYPHS) -> pd.DataFrame:
+    """NVTX ranges that start in iterations lo..hi, one lane per thread (longest kept)."""
+    c = p.correlated
+    nv = c.nvtx
+    cols = ["lane", "start_ns", "end_ns", "dur_ns", "name", "depth"]
+    if nv is None or len(nv) == 0:
+        return pd.DataFrame(columns=cols)
+    it = p.cube.inst_iter[: len(nv)]
+    sel = np.flatnonzero((it >= lo) & (it <= hi))
+    start = nv["start_ns"].to_numpy(np.int64)[sel]
+    end = nv["end_ns"].to_numpy(np.int64)[sel]
+    dur = end - start
+    if len(sel) > max_glyphs:
+        keep = np.sort(np.argpartition(-dur, max_glyphs - 1)[:max_glyphs])
+        sel, start, end, dur = sel[keep], start[keep], end[keep], dur[keep]
+    tid = nv["global_tid"].to_numpy(np.int64)[sel]
+    pid = (tid >> 24) & 0xFFFFFF
+    depth = c.paths["depth"].to_numpy(np.int64)[c.inst["path"].to_numpy(np.int64)[sel]]
+    text = nv["text"]
+    if isinstance(text.dtype, pd.CategoricalDtype):
+        cats = text.cat.categories.astype(str).to_numpy(object)
+        codes = text.cat.codes.to_numpy()[sel]
+        names = np.where(codes >= 0, cats[np.maximum(codes, 0)] if len(cats) else "", "")
+    else:
+        names = text.astype(str).to_numpy(object)[sel]
+    return pd.DataFrame(
+        {
+            "lane": [f"pid {a} tid {b & 0xFFFFFF}" for a, b in zip(pid, tid, strict=True)],
+            "start_ns": start,
+            "end_ns": end,
+            "dur_ns": dur,
+            "name": names,
+            "depth": depth,
+        }
+    )

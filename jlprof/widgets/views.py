@@ -1,0 +1,407 @@
+"""The dashboard's Bokeh figures and tables, fed by ``data`` through ColumnDataSources.
+
+``Views`` builds every figure once; ``update_*`` methods replace the sources' data in place
+(never the figures), so the browser redraws without rebuilding the document. Times are
+shown in milliseconds from the start of the profile.
+"""
+
+from __future__ import annotations
+
+import html
+import zlib
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from bokeh.layouts import column, row
+from bokeh.models import (
+    BoxAnnotation,
+    ColumnDataSource,
+    DataTable,
+    Div,
+    FactorRange,
+    FixedTicker,
+    HoverTool,
+    HTMLTemplateFormatter,
+    NumberFormatter,
+    Range1d,
+    TableColumn,
+)
+from bokeh.palettes import Category20
+from bokeh.plotting import figure
+from bokeh.transform import linear_cmap
+
+from jlprof.widgets.data import CATEGORY_LABELS, ITER_CATEGORIES
+
+CATEGORY_COLORS = {
+    "tc": "#2ca02c",
+    "non_tc": "#1f77b4",
+    "memory": "#9467bd",
+    "dataloader": "#ff7f0e",
+    "io": "#8c564b",
+    "cpu": "#bcbd22",
+    "other": "#c7c7c7",
+}
+KERNEL_COLORS = Category20[20]
+LABEL_CHARS = 48  # op and kernel names are cut to this in axes (full names in hovers/tables)
+TC_TOP = 15  # ops in the Tensor Core chart
+WIDTH = 940
+
+
+def short(name: Any, n: int = LABEL_CHARS) -> str:
+    s = str(name)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _color_index(names: np.ndarray) -> np.ndarray:
+    """A stable palette index per kernel name (same kernel, same colour, whatever the range)."""
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    idx = np.array([zlib.crc32(u.encode()) % len(KERNEL_COLORS) for u in uniq], dtype=np.int64)
+    return idx[inv] if len(names) else np.zeros(0, np.int64)
+
+
+class Views:
+    """All Bokeh views of the dashboard, and the sources they draw."""
+
+    def __init__(self, t0_ns: int, interactive: bool = True) -> None:
+        self.t0_ns = int(t0_ns)
+        tools = "xbox_select,tap,xpan,xwheel_zoom,reset,save" if interactive else "save"
+        # ---- iteration timeline
+        self.iter_src = ColumnDataSource(self._empty_iter())
+        self.outlier_src = ColumnDataSource({"iteration": [], "y": [], "duration_ms": []})
+        f = figure(
+            height=260,
+            width=WIDTH,
+            title="Iterations (ms per iteration, by duration category) — select to aggregate",
+            tools=tools,
+            toolbar_location="right",
+            x_axis_label="iteration",
+            y_axis_label="ms",
+            y_range=Range1d(0, 1),
+        )
+        cats = [f"{c}_ms" for c in ITER_CATEGORIES]
+        bars = f.vbar_stack(
+            cats,
+            x="iteration",
+            width=0.85,
+            source=self.iter_src,
+            color=[CATEGORY_COLORS[c] for c in ITER_CATEGORIES],
+            legend_label=[CATEGORY_LABELS[c] for c in ITER_CATEGORIES],
+        )
+        f.scatter(
+            "iteration",
+            "y",
+            source=self.outlier_src,
+            marker="inverted_triangle",
+            size=9,
+            color="#d62728",
+            legend_label="outlier",
+        )
+        f.add_tools(
+            HoverTool(
+                renderers=bars[:1],
+                tooltips=[("iteration", "@iteration"), ("time", "@duration_ms{0.000} ms")]
+                + [(CATEGORY_LABELS[c], f"@{c}_ms{{0.000}} ms") for c in ITER_CATEGORIES],
+            )
+        )
+        f.legend.orientation = "horizontal"
+        f.legend.location = "top_left"
+        f.legend.label_text_font_size = "9pt"
+        f.add_layout(f.legend[0], "above")
+        self.range_box = BoxAnnotation(fill_color="#ffd54f", fill_alpha=0.25, level="underlay")
+        f.add_layout(self.range_box)
+        self.iter_fig = f
+        # ---- GPU timeline: kernels per device/stream, NVTX ranges per thread
+        # numeric columns travel to the browser as binary buffers, strings one by one: lanes
+        # are numbers (labelled on the axis), colours an index into a palette
+        self.gpu_src = ColumnDataSource(
+            {k: [] for k in ("y", "left", "right", "name", "dur_us", "count", "busy_us")}
+            | {"color": [], "alpha": []}
+        )
+        self.gpu_op = np.zeros(0, dtype=object)  # op per bar, kept here for highlighting
+        self.nvtx_src = ColumnDataSource(
+            {k: [] for k in ("y", "left", "right", "name", "dur_us", "height")}
+        )
+        self.lanes: list[str] = []
+        g = figure(
+            height=300,
+            width=WIDTH,
+            title="GPU timeline of the selected iterations",
+            y_range=Range1d(0.5, -0.5),  # first lane on top
+            x_range=Range1d(0, 1),
+            tools="xpan,xwheel_zoom,box_zoom,reset,save" if interactive else "save",
+            active_scroll="xwheel_zoom" if interactive else None,
+            x_axis_label="ms since profile start",
+        )
+        self.lane_ticker = FixedTicker(ticks=[0])  # updated in place (a new model is costly)
+        g.yaxis.ticker = self.lane_ticker
+        g.yaxis.major_label_overrides = {0: "(no GPU work or NVTX ranges)"}
+        kr = g.hbar(
+            y="y",
+            left="left",
+            right="right",
+            height=0.7,
+            color=linear_cmap("color", KERNEL_COLORS, 0, len(KERNEL_COLORS) - 1),
+            alpha="alpha",
+            source=self.gpu_src,
+        )
+        nr = g.hbar(
+            y="y",
+            left="left",
+            right="right",
+            height="height",
+            fill_color="#7f7fbf",
+            fill_alpha=0.25,
+            line_color="#3f3f7f",
+            source=self.nvtx_src,
+        )
+        g.add_tools(
+            HoverTool(
+                renderers=[kr],
+                tooltips=[
+                    ("kernel", "@name"),
+                    ("duration", "@dur_us{0.0} µs"),
+                    ("kernels merged", "@count"),
+                    ("busy", "@busy_us{0.0} µs"),
+                ],
+            ),
+            HoverTool(
+                renderers=[nr], tooltips=[("range", "@name"), ("duration", "@dur_us{0.0} µs")]
+            ),
+        )
+        self.gpu_fig = g
+        self.lod_note = Div(text="", styles={"font-size": "11px", "color": "#555"})
+        # ---- op tree and kernel table
+        self.tree_src = ColumnDataSource(
+            {
+                k: []
+                for k in ("path", "label", "calls", "gpu_ms", "cpu_ms", "tc_eligible_ops", "tc_ops")
+            }
+        )
+        indent = HTMLTemplateFormatter(template='<span style="white-space:pre"><%= value %></span>')
+        ms = NumberFormatter(format="0,0.000")
+        self.tree_table = DataTable(
+            source=self.tree_src,
+            columns=[
+                TableColumn(field="label", title="Group node", formatter=indent, width=200),
+                TableColumn(field="calls", title="Calls", width=60),
+                TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=80),
+                TableColumn(field="cpu_ms", title="CPU ms", formatter=ms, width=80),
+                TableColumn(field="tc_eligible_ops", title="TC eligible", width=70),
+                TableColumn(field="tc_ops", title="Using TC", width=60),
+            ],
+            width=450,
+            height=260,
+            index_position=None,
+            reorderable=False,
+        )
+        self.kernel_src = ColumnDataSource(
+            {k: [] for k in ("kernel", "op", "calls", "gpu_ms", "avg_us", "uses_tc")}
+        )
+        self.kernel_title = Div(text="<b>Kernels</b> (all ops)")
+        self.kernel_table = DataTable(
+            source=self.kernel_src,
+            columns=[
+                TableColumn(field="kernel", title="Kernel", width=190),
+                TableColumn(field="op", title="Op", width=120),
+                TableColumn(field="calls", title="Calls", width=50),
+                TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=70),
+                TableColumn(field="avg_us", title="Avg µs", formatter=ms, width=60),
+                TableColumn(field="uses_tc", title="TC", width=40),
+            ],
+            width=480,
+            height=240,
+            index_position=None,
+            reorderable=False,
+        )
+        # ---- Tensor Core report
+        self.tc_src = ColumnDataSource(
+            {k: [] for k in ("op", "label", "tc_ms", "non_tc_ms", "tc_util_pct", "op_type")}
+        )
+        self.tc_ops = FactorRange(factors=["(no TC-eligible ops)"])
+        t = figure(
+            height=170,
+            width=WIDTH,
+            title="Tensor Core: eligible ops by GPU time (green: TC kernels, red: not TC)",
+            y_range=self.tc_ops,
+            tools="save",
+            x_axis_label="GPU ms",
+        )
+        tr = t.hbar_stack(
+            ["tc_ms", "non_tc_ms"],
+            y="label",
+            height=0.7,
+            color=["#2ca02c", "#d62728"],
+            source=self.tc_src,
+        )
+        t.add_tools(
+            HoverTool(
+                renderers=tr[:1],
+                tooltips=[
+                    ("op", "@op"),
+                    ("type", "@op_type"),
+                    ("TC", "@tc_ms{0.000} ms"),
+                    ("non-TC", "@non_tc_ms{0.000} ms"),
+                    ("TC util", "@tc_util_pct{0.0} %"),
+                ],
+            )
+        )
+        self.tc_fig = t
+        tables = row(
+            column(Div(text="<b>Op tree</b> (select a node)"), self.tree_table),
+            column(self.kernel_title, self.kernel_table),
+        )
+        self.layout = column(self.iter_fig, self.gpu_fig, self.lod_note, tables, self.tc_fig)
+        # without tables: what the static (no kernel) rendering shows
+        # (plots only: Divs and tables need BokehJS' widget bundles, another 0.7 MB inline)
+        self.static_layout = column(self.iter_fig, self.gpu_fig, self.tc_fig)
+
+    @staticmethod
+    def _empty_iter() -> dict[str, list]:
+        cols = ["iteration", "duration_ms"] + [f"{c}_ms" for c in ITER_CATEGORIES]
+        return {c: [] for c in cols}
+
+    # ---- updates ---------------------------------------------------------------------------
+    def update_iterations(self, frame: pd.DataFrame) -> None:
+        d = {"iteration": frame["iteration"].to_numpy(), "duration_ms": frame["duration_ns"] / 1e6}
+        for c in ITER_CATEGORIES:
+            d[f"{c}_ms"] = (frame[f"{c}_ns"] / 1e6).to_numpy()
+        self.iter_src.data = d
+        # the y axis stops above the usual iterations, so that one long warm-up iteration
+        # does not flatten every other bar; taller ones are cut and flagged as outliers
+        dur_ms = frame["duration_ns"].to_numpy(np.float64) / 1e6
+        top = float(dur_ms.max()) if len(dur_ms) else 1.0
+        usual = float(np.percentile(dur_ms, 95)) if len(dur_ms) else 1.0
+        ymax = top if top <= 1.5 * usual else 1.5 * usual
+        self.iter_fig.y_range.start, self.iter_fig.y_range.end = 0.0, max(ymax * 1.08, 1e-6)
+        out = frame["outlier"].to_numpy(bool)
+        self.outlier_src.data = {
+            "iteration": frame["iteration"].to_numpy()[out],
+            "y": np.minimum(dur_ms[out], ymax) + 0.04 * ymax,
+            "duration_ms": dur_ms[out],
+        }
+
+    def update_range(self, lo: int, hi: int) -> None:
+        self.range_box.left = lo - 0.5
+        self.range_box.right = hi + 0.5
+
+    def update_timeline(
+        self, gpu: pd.DataFrame, merged: bool, nvtx: pd.DataFrame, window_ns: tuple[int, int]
+    ) -> None:
+        t0 = self.t0_ns
+        lanes = sorted(set(gpu["lane"])) + sorted(set(nvtx["lane"]))
+        pos = {name: i for i, name in enumerate(lanes)}
+        self.gpu_op = gpu["op"].to_numpy(object) if "op" in gpu else np.full(len(gpu), "", object)
+        self.gpu_src.data = {
+            "y": np.array([pos[x] for x in gpu["lane"]], dtype=np.float64),
+            "left": (gpu["start_ns"].to_numpy(np.int64) - t0) / 1e6,
+            "right": (gpu["end_ns"].to_numpy(np.int64) - t0) / 1e6,
+            "name": gpu["name"].to_numpy(object),
+            "dur_us": gpu["dur_ns"].to_numpy(np.int64) / 1e3,
+            "count": gpu["count"].to_numpy(np.int64),
+            "busy_us": gpu["busy_ns"].to_numpy(np.int64) / 1e3,
+            "color": _color_index(gpu["name"].to_numpy(object)),
+            "alpha": np.full(len(gpu), 0.9),
+        }
+        self.nvtx_src.data = {
+            "y": np.array([pos[x] for x in nvtx["lane"]], dtype=np.float64),
+            "left": (nvtx["start_ns"].to_numpy(np.int64) - t0) / 1e6,
+            "right": (nvtx["end_ns"].to_numpy(np.int64) - t0) / 1e6,
+            "name": nvtx["name"].to_numpy(object),
+            "dur_us": nvtx["dur_ns"].to_numpy(np.int64) / 1e3,
+            "height": 0.9 - 0.12 * np.minimum(nvtx["depth"].to_numpy(np.int64), 5),
+        }
+        if lanes != self.lanes:
+            self.lanes = lanes
+            shown = lanes or ["(no GPU work or NVTX ranges)"]
+            self.lane_ticker.ticks = list(range(len(shown)))
+            self.gpu_fig.yaxis.major_label_overrides = dict(enumerate(shown))
+            self.gpu_fig.y_range.start, self.gpu_fig.y_range.end = len(shown) - 0.5, -0.5
+            self.gpu_fig.height = max(160, 70 + 45 * len(shown))
+        a, b = (window_ns[0] - t0) / 1e6, (window_ns[1] - t0) / 1e6
+        self.gpu_fig.x_range.start, self.gpu_fig.x_range.end = a, max(b, a + 1e-6)
+        n = int(gpu["count"].sum()) if len(gpu) else 0
+        self.lod_note.text = (
+            f"{n:,} GPU activities shown as {len(gpu):,} bars (merged into time bins per stream; "
+            "hover for counts)"
+            if merged
+            else f"{n:,} GPU activities, {len(nvtx):,} NVTX ranges"
+        )
+
+    def highlight_ops(self, ops: set[str] | None) -> None:
+        """Dim the kernels of other ops than ``ops`` (None: nothing dimmed)."""
+        op = self.gpu_op
+        if ops is None:
+            alpha = np.full(len(op), 0.9)
+        else:
+            alpha = np.where(np.isin(op, list(ops)), 0.95, 0.15)
+        self.gpu_src.data["alpha"] = alpha
+
+    def update_tree(self, tree: pd.DataFrame) -> None:
+        rows_before = len(self.tree_src.data["path"])
+        label = [
+            ("   " * int(d)) + str(n) for d, n in zip(tree["depth"], tree["name"], strict=True)
+        ]
+        self.tree_src.data = {
+            "path": tree["path"].to_numpy(object),
+            "label": label,
+            "calls": tree["calls"].to_numpy(np.int64),
+            "gpu_ms": tree["gpu_ns"].to_numpy(np.int64) / 1e6,
+            "cpu_ms": tree["cpu_ns"].to_numpy(np.int64) / 1e6,
+            "tc_eligible_ops": tree["tc_eligible_ops"].to_numpy(np.int64),
+            "tc_ops": tree["tc_ops"].to_numpy(np.int64),
+        }
+        if len(tree) == rows_before:
+            _redraw(self.tree_table)
+
+    def update_kernels(self, k: pd.DataFrame, node: str | None) -> None:
+        rows_before = len(self.kernel_src.data["kernel"])
+        self.kernel_src.data = {
+            "kernel": k["Kernel Name"].astype(str).to_numpy(object),
+            "op": k["Op Name"].astype(str).map(short).to_numpy(object),
+            "calls": k["Calls"].to_numpy(np.int64),
+            "gpu_ms": k["Total GPU Time (ns)"].to_numpy(np.int64) / 1e6,
+            "avg_us": k["Avg. GPU Time (ns)"].to_numpy(float) / 1e3,
+            "uses_tc": np.where(k["Uses TC"].to_numpy(bool), "yes", "no"),
+        }
+        where = f"under <code>{html.escape(node)}</code>" if node else "(all ops)"
+        self.kernel_title.text = f"<b>Kernels</b> {where}: {len(k)} rows"
+        if len(k) == rows_before:
+            _redraw(self.kernel_table)
+
+    def update_tc(self, tc: pd.DataFrame) -> None:
+        top = tc.head(TC_TOP).iloc[::-1]  # largest at the top of the chart
+        labels = _unique_labels(top["op"].to_numpy(object))
+        self.tc_src.data = {
+            "op": top["op"].to_numpy(object),
+            "label": labels,
+            "tc_ms": top["tc_ns"].to_numpy(np.int64) / 1e6,
+            "non_tc_ms": top["non_tc_ns"].to_numpy(np.int64) / 1e6,
+            "tc_util_pct": top["tc_util_pct"].to_numpy(float),
+            "op_type": top["op_type"].to_numpy(object),
+        }
+        self.tc_ops.factors = labels or ["(no TC-eligible ops)"]
+        self.tc_fig.height = max(170, 90 + 26 * len(labels))  # bars keep their thickness
+
+
+def _redraw(table: DataTable) -> None:
+    """Make BokehJS redraw a table whose data changed but whose row count did not.
+
+    Its DataTableView redraws on a change of the source's CDSView, and the view's indices
+    do not change when the row count stays the same; any property change of the table
+    makes it re-render, so bump ``tags``.
+    """
+    n = int(table.tags[0]) + 1 if table.tags else 1
+    table.tags = [n]
+
+
+def _unique_labels(names: np.ndarray) -> list[str]:
+    """Short axis labels; a suffix keeps two long names that cut alike apart."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        s = short(n)
+        k = seen.get(s, 0)
+        seen[s] = k + 1
+        out.append(s if k == 0 else f"{s} ({k + 1})")
+    return out

@@ -1,0 +1,120 @@
+"""The dashboard in a real JupyterLab, driven in headless Chromium: the range slider and the
+key-node combobox re-aggregate in the kernel and the Bokeh views redraw in the page."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.loops import small_training_export
+from tests.ui.conftest import write_notebook
+from tests.ui.lab import open_notebook, run_all_cells, screenshot
+
+STEPS = 12
+
+
+def _text(page, selector: str) -> str:
+    return page.locator(selector).first.inner_text()
+
+
+# querySelectorAll through Bokeh's nested shadow roots
+DEEP = """(root, sel) => {
+    const out = [];
+    const walk = (r) => {
+        out.push(...r.querySelectorAll(sel));
+        for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
+    };
+    walk(root);
+    return out;
+}"""
+
+
+def _kernel_calls(page) -> list[str]:
+    """The Calls column of the Bokeh kernel table as the browser shows it."""
+    rows = page.evaluate(
+        f"() => ({DEEP})(document, '.slick-row')"
+        ".map(r => [...r.querySelectorAll('.slick-cell')].map(c => c.innerText.trim()))"
+    )
+    return [r[2] for r in rows if len(r) == 6 and r[5] in ("yes", "no")]
+
+
+@pytest.fixture
+def dashboard_page(lab_server, page, tmp_path: Path):
+    export = small_training_export(tmp_path / "loop.sqlite", steps=STEPS)
+    write_notebook(
+        lab_server.root,
+        "dash/dashboard.ipynb",
+        [f"import jlprof\np = jlprof.load({str(export)!r})\nd = p.dashboard()\nd"],
+    )
+    open_notebook(page, lab_server, "dash/dashboard.ipynb")
+    run_all_cells(page)
+    page.wait_for_selector(".jlprof-dashboard .jlprof-cards", timeout=60_000)
+    page.wait_for_function(
+        f"() => ({DEEP})(document.querySelector('.jlprof-dashboard'), 'canvas').length >= 3",
+        timeout=60_000,
+    )
+    page.wait_for_function(
+        "() => document.querySelector('.jlprof-dashboard').innerText.includes('updated in')"
+    )
+    news = page.locator(".jp-Notification-Toast-close, .jp-toast-button:has-text('No')")
+    if news.count():
+        news.first.click()
+    # tall enough that the whole dashboard is in the screenshots (the notebook scrolls inside)
+    page.set_viewport_size({"width": 1400, "height": 2300})
+    yield page
+    # leave the shared server as we found it: no kernel holding the profile, no notebook or
+    # saved layout for JupyterLab to restore (hidden) into the next test's page
+    page.goto("about:blank")
+    status, kernels = lab_server.api("api/kernels")
+    for k in kernels if status == 200 else []:
+        lab_server.api(f"api/kernels/{k['id']}", method="DELETE")
+    lab_server.api("api/contents/dash/dashboard.ipynb", method="DELETE")
+    lab_server.api("lab/api/workspaces/default", method="DELETE")
+
+
+def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
+    page = dashboard_page
+    dash = ".jlprof-dashboard"
+    cards0 = _text(page, f"{dash} .jlprof-cards")
+    assert f"mean ± std over {STEPS + 1} iteration(s)" in cards0
+    calls0 = _kernel_calls(page)
+    assert sorted(calls0) == ["12", "12", "12"], calls0
+    screenshot(page, "dashboard-initial")
+
+    # move the slider's lower handle 3 steps right with the keyboard (a real user action)
+    handle = page.locator(f"{dash} .widget-slider .noUi-handle-lower")
+    handle.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "() => document.querySelector('.jlprof-dashboard').innerText.includes('iterations 3..12')",
+        timeout=30_000,
+    )
+    page.wait_for_function(
+        "() => document.querySelector('.jlprof-cards').innerText.includes('over 10 iteration')"
+    )
+    # the Bokeh kernel table in the page now counts 9 full steps (3..11) plus the tail
+    page.wait_for_timeout(500)
+    calls1 = _kernel_calls(page)
+    assert sorted(calls1) == ["9", "9", "9"], calls1
+    screenshot(page, "dashboard-range-3-12")
+
+    # pick another key node in the combobox: iterations are rebuilt, the range resets
+    box = page.locator(f"{dash} input[list]")  # the combobox (a datalist input)
+    box.fill("/model/conv1/conv2d")
+    box.press("Enter")
+    page.wait_for_function(
+        "() => document.querySelector('.jlprof-cards').innerText.includes('/model/conv1/conv2d')",
+        timeout=30_000,
+    )
+    page.wait_for_function(  # the range resets to every iteration of the new key node
+        "() => document.querySelector('.jlprof-dashboard').innerText.includes('iterations 0..12')",
+        timeout=30_000,
+    )
+    text = _text(page, dash)
+    assert re.search(r"mean ± std over 13 iteration", text)
+    page.wait_for_timeout(500)
+    assert sorted(_kernel_calls(page)) == ["12", "12", "12"]
+    screenshot(page, "dashboard-key-node")

@@ -1,0 +1,75 @@
+"""A displayed Profile in a real ipykernel: the dashboard widget plus text and static HTML,
+and what a kernel-less viewer (nbconvert's HTML export) then shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.loops import small_training_export
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("display")
+    path = small_training_export(tmp / "loop.sqlite", steps=6)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(f"import jlprof\np = jlprof.load({str(path)!r})\np"),
+        nbformat.v4.new_code_cell("d = p.dashboard()\nd.set_range(1, 3)\nd.last_update_ms > 0"),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    # JupyterLab saves no widget state by default: the saved notebook has the outputs only
+    client = nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", store_widget_state=False
+    )
+    client.execute()
+    return nb
+
+
+def test_displayed_profile_is_the_dashboard_with_fallbacks(executed) -> None:
+    outs = executed.cells[0].outputs
+    widget = [o for o in outs if WIDGET in o.get("data", {})]
+    assert len(widget) == 1, [list(o.get("data", {})) for o in outs]
+    data = widget[0]["data"]
+    assert data["text/plain"].startswith("<jlprof.Profile loop.sqlite: key node optimizer_step")
+    assert "Static jlprof dashboard" in data["text/html"]
+    assert "Bokeh.embed.embed_items" in data["text/html"]  # the figures, standalone
+    # BokehJS was put on the page first (inline) so the live widget can render
+    first = outs.index(widget[0])
+    assert any("bokeh" in str(o.get("data", {})).lower() for o in outs[:first])
+    assert executed.cells[1].outputs[0]["data"]["text/plain"] == "True"
+
+
+def test_nbconvert_html_shows_the_static_rendering(executed) -> None:
+    from nbconvert import HTMLExporter
+
+    page, _ = HTMLExporter().from_notebook_node(executed)
+    assert "Static jlprof dashboard" in page
+    assert "Iterations found" in page and "Bokeh.embed.embed_items" in page
+
+
+def test_terminal_ipython_shows_text_only(tmp_path: Path, capsys) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import jlprof
+
+    p = jlprof.load(small_training_export(tmp_path / "loop.sqlite", steps=3))
+    shell = InteractiveShell.instance()
+    try:
+        shell.user_ns["p"] = p
+        shell.run_cell("from IPython.display import display; display(p)")
+    finally:
+        InteractiveShell.clear_instance()
+    out = capsys.readouterr().out
+    assert "<jlprof.Profile loop.sqlite: key node optimizer_step" in out
