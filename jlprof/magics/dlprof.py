@@ -7,13 +7,14 @@ output to the notebook as it arrives, binding and displaying the result.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import clear_output, display, publish_display_data
 
 from jlprof.errors import JlprofError
@@ -43,6 +44,17 @@ def forward(msg: dict[str, Any]) -> None:
         sys.stderr.flush()
     elif kind == "clear_output":
         clear_output(wait=bool(content.get("wait")))
+
+
+def parse_line(magic: Any, line: str) -> Any:
+    """IPython's ``parse_argstring`` with POSIX quoting, so DLProf's own spelling
+    ``--nsys_opts="-t cuda,nvtx"`` works: IPython's splitter keeps ``="-t`` and ``nvtx"`` as two
+    words with their quotes."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"cannot split the options: {exc} (check the quotes)") from None
+    return magic.parser.parse_args(words)
 
 
 @magics_class
@@ -178,7 +190,7 @@ class DlprofMagics(Magics):
         %dlprof kernel status|restart|shutdown
         """
         try:
-            ns = parse_argstring(self.dlprof, line)
+            ns = parse_line(self.dlprof, line)
         except UsageError as exc:
             raise UsageError(f"{exc}\n\n{self.dlprof.parser.format_usage()}") from None
         try:
