@@ -3,6 +3,11 @@
 nsys is started with ``TMPDIR`` pointing into the sidecar's private folder, so its capture files
 are never readable by other users; the user's code must not notice, so the original ``TMPDIR``
 is put back here before ipykernel starts.
+
+ipykernel also opens a localhost TCP port (the IOPub "pipe" that forwards output of forked child
+processes) even when the kernel itself uses IPC. The sidecar must not listen on any TCP port, so
+that pipe is switched off: output printed by forked workers goes to the sidecar's own stdout
+(shown with ``-v detailed``) instead of the notebook.
 """
 
 from __future__ import annotations
@@ -21,8 +26,20 @@ def main() -> None:
         else:
             os.environ.pop("TMPDIR", None)
         tempfile.tempdir = None
-    from ipykernel import kernelapp
+    # stdbuf (used to read nsys's output line by line) preloads itself: not for user programs
+    os.environ.pop("_STDBUF_O", None)
+    preload = [p for p in os.environ.get("LD_PRELOAD", "").split(":") if p]
+    kept = [p for p in preload if not p.endswith("libstdbuf.so")]
+    if kept != preload:
+        os.environ["LD_PRELOAD"] = ":".join(kept)
+    from ipykernel import iostream, kernelapp
 
+    plain_init = iostream.IOPubThread.__init__
+
+    def init_without_tcp_pipe(self, socket, pipe=False, session=False):  # type: ignore[no-untyped-def]
+        plain_init(self, socket, pipe=False, session=session)
+
+    iostream.IOPubThread.__init__ = init_without_tcp_pipe  # type: ignore[method-assign]
     kernelapp.launch_new_instance()
 
 

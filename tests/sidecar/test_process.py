@@ -1,0 +1,121 @@
+"""The sidecar kernel under the real nsys: private IPC, one report per capture, isolation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import stat
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jlprof import nsys
+from jlprof.sidecar import Sidecar
+from jlprof.sidecar.capture import NVTX_CAPTURE
+
+pytestmark = [pytest.mark.nsys, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """Two sidecars at once, as two notebooks profiling side by side would have."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    cars = [Sidecar(cwd=tmp_path_factory.mktemp(f"nb{i}")) for i in range(2)]
+    try:
+        for car in cars:
+            car.start()
+        yield cars
+    finally:
+        for car in cars:
+            car.shutdown()
+
+
+def capture(car: Sidecar, code: str) -> Path:
+    car.drain_lines()
+    assert car.execute("_jlprof_capture.CAPTURE.begin('nvtx')", silent=True).status == "ok"
+    assert car.execute(code).status == "ok"
+    end = car.execute("pass", silent=True, user_expressions={"r": "_jlprof_capture.CAPTURE.end()"})
+    assert "'captured': True" in end.expression("r")
+    raw = car.wait_for_capture()
+    assert raw is not None
+    return raw
+
+
+def test_reachable_only_by_this_user(pair):
+    car = pair[0]
+    mode = stat.S_IMODE(car.dir.stat().st_mode)
+    assert mode & 0o777 == 0o700  # (jupyter_client adds the sticky bit against tmp cleaners)
+    conn = json.loads((car.dir / "kernel.json").read_text())
+    assert conn["transport"] == "ipc" and conn["ip"].startswith(str(car.dir))
+    assert len(conn["key"]) >= 32  # messages are signed
+    assert stat.S_IMODE((car.dir / "kernel.json").stat().st_mode) & 0o077 == 0
+    kernel = psutil.Process(car.kernel_pid)
+    listening = [c for c in kernel.net_connections(kind="inet") if c.status == "LISTEN"]
+    assert listening == []  # no TCP port (nsys's own agent link is an outgoing connection)
+    sockets = [p for p in car.dir.iterdir() if p.is_socket()]
+    assert sockets, "the kernel's IPC sockets live in the private folder"
+    # the kernel runs under nsys, with jlprof's capture range configured
+    args = psutil.Process(car.proc.pid).cmdline()
+    assert any(a.endswith("nsys") for a in args)
+    assert f"--nvtx-capture={NVTX_CAPTURE}" in args and "--capture-range-end=repeat" in args
+    env = car.execute(
+        "pass",
+        user_expressions={
+            "e": "(__import__('tempfile').gettempdir(), "
+            "__import__('os').environ.get('LD_PRELOAD', ''))"
+        },
+    ).expression("e")
+    assert str(car.dir) not in env  # the user's TMPDIR is back (nsys's temp files stay private)
+    assert "libstdbuf" not in env
+
+
+def test_two_sidecars_capture_their_own_cells_at_once(pair):
+    raws: dict[int, Path] = {}
+
+    def work(i: int) -> None:
+        code = f"import nvtx\nfor k in range({3 + i}):\n    with nvtx.annotate('mine_{i}'): pass"
+        raws[i] = capture(pair[i], code)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert set(raws) == {0, 1} and raws[0] != raws[1]
+    assert raws[0].is_relative_to(pair[0].dir) and raws[1].is_relative_to(pair[1].dir)
+    for i, raw in raws.items():
+        copy = pair[i].cwd / raw.name
+        shutil.copyfile(raw, copy)
+        db = nsys.ensure_sqlite(copy)
+        with sqlite3.connect(db) as con:
+            rows = dict(
+                con.execute(
+                    "SELECT s.value, COUNT(*) FROM NVTX_EVENTS e JOIN StringIds s "
+                    "ON s.id = e.textId WHERE e.eventType = 59 GROUP BY s.value"
+                ).fetchall()
+            )
+        assert rows.get(f"mine_{i}") == 3 + i and f"mine_{1 - i}" not in rows
+
+
+def test_each_capture_is_a_new_report(pair):
+    car = pair[0]
+    first = capture(car, "x = 1")
+    second = capture(car, "x = 2")
+    assert first != second and first.exists() and second.exists()
+    assert car.captures >= 2
+
+
+def test_shutdown_removes_the_private_folder(tmp_path):
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    car = Sidecar(cwd=tmp_path)
+    car.start()
+    folder, nsys_proc = car.dir, car.proc
+    car.shutdown()
+    assert not folder.exists() and nsys_proc.poll() is not None
+    assert not car.alive()
+    car.shutdown()  # twice is fine
