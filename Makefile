@@ -43,3 +43,4 @@ demo: install
 
 bench: install
 	$(PY) bench/run_bench.py
+	$(PY) bench/magic_bench.py

@@ -64,6 +64,7 @@ class DlprofMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.session = run.Session()
+        self.last_result: run.RunResult | None = None
 
     @magic_arguments()
     @argument(
@@ -254,6 +255,10 @@ class DlprofMagics(Magics):
                 self._say(warning)
         if result.profile is not None:
             self.shell.user_ns[opts.name] = result.profile
+        self.last_result = result
+        if opts.says("detailed") and result.timings_s:
+            steps = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings_s.items())
+            self._say(f"after the cell: {steps}")
         if opts.says("minimal"):
             text = run.describe(result, Path.cwd())
             print(text, file=sys.stdout if result.status == "ok" else sys.stderr, flush=True)

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import shutil
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,8 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     cell_error: str | None = None
     interrupted: bool = False
+    timings_s: dict[str, float] = field(default_factory=dict)
+    """Seconds per step after the cell body (stop capture, finalise, import, export, ...)."""
 
 
 def run_setup(session: Session, opts: RunOptions, code: str, on_message: OnMessage, say: Say):
@@ -150,9 +153,11 @@ def run_captured(
         result.interrupted = cell.interrupted
         if cell.status != "ok":
             result.cell_error = f"{cell.ename}: {cell.evalue}"
+        t_stop = time.perf_counter()
         end = sidecar.execute(
             "pass", silent=True, user_expressions={"r": "_jlprof_capture.CAPTURE.end()"}
         )
+        result.timings_s["stop capture"] = time.perf_counter() - t_stop
         info = ast.literal_eval(end.expression("r"))
     except SidecarDied as exc:
         session.died()
@@ -175,6 +180,14 @@ def run_captured(
         _write_manifest(result, opts)
         return result
     progress = Progress(STEPS, quiet=not opts.says("normal"))
+    clock = [time.perf_counter(), STEPS[0]]
+
+    def step(name: str) -> None:
+        now = time.perf_counter()
+        result.timings_s[clock[1]] = result.timings_s.get(clock[1], 0.0) + now - clock[0]
+        clock[:] = [now, name]
+        progress.step(name)
+
     progress.step(STEPS[0])
     raw = sidecar.wait_for_capture()
     if raw is None:
@@ -191,16 +204,16 @@ def run_captured(
     shutil.copyfile(raw, target)
     result.nsys_report = target
     try:
-        progress.step(STEPS[1])
+        step(STEPS[1])
         result.database = nsys.ensure_sqlite(
-            target, force=True, progress=lambda m: progress.step(_step_of(m))
+            target, force=True, progress=lambda m: step(_step_of(m))
         )
         rep = target.with_suffix(".nsys-rep")
         result.nsys_report = rep if rep.exists() else target
-        progress.step(STEPS[3])
+        step(STEPS[3])
         result.profile, warnings = analyse(result.database, opts, capture_domain=DOMAIN)
         result.warnings += warnings
-        progress.step(STEPS[4])
+        step(STEPS[4])
         result.written = result.profile.write_reports(
             folder, opts.reports, opts.formats, force=opts.force
         )
@@ -209,6 +222,7 @@ def run_captured(
         progress.done("analysis failed")
         _write_manifest(result, opts)
         return result
+    step("done")
     progress.done(f"{result.profile.iterations.count} iterations analysed")
     _write_manifest(result, opts)
     return result
