@@ -246,12 +246,9 @@ def analyse(
     path = nsys.ensure_sqlite(database) if database.suffix != ".jlprof" else database
     trace = read_any(path)
     warnings: list[str] = []
+    if capture_domain is not None:
+        trace = without_capture_range(trace, capture_domain)
     nv = trace.nvtx
-    if capture_domain is not None and len(nv):
-        ours = (nv["domain"].astype(str) == capture_domain).to_numpy()
-        nv = nv[~ours].reset_index(drop=True)
-        nv["domain"] = nv["domain"].cat.remove_unused_categories()
-        trace = dataclasses.replace(trace, nvtx=nv)
     if len(nv) == 0:
         warnings.append(
             "no NVTX ranges in the capture: jlprof finds ops and iterations from NVTX ranges. "
@@ -281,6 +278,31 @@ def analyse(
         except AnalysisError as exc:
             warnings.append(str(exc))
     return profile, warnings
+
+
+def without_capture_range(trace: Any, domain: str) -> Any:
+    """The trace without jlprof's own capture range, cut at the range's end.
+
+    The range is jlprof's, not an op of the user's. nsys keeps collecting while it flushes at
+    the range's pop (about 2 s here), so events that start after the pop are dropped: that is
+    what makes ``--duration`` stop where it says.
+    """
+    nv = trace.nvtx
+    if not len(nv):
+        return trace
+    ours = (nv["domain"].astype(str) == domain).to_numpy()
+    if not ours.any():
+        return trace
+    end = int(nv.loc[ours, "end_ns"].max())
+    kept = nv[~ours & (nv["start_ns"].to_numpy() <= end)].reset_index(drop=True)
+    kept["domain"] = kept["domain"].cat.remove_unused_categories()
+    clip = {
+        "gpu": trace.gpu[trace.gpu["start_ns"] <= end].reset_index(drop=True),
+        "api": trace.api[trace.api["start_ns"] <= end].reset_index(drop=True),
+        "marks": trace.marks[trace.marks["ts_ns"] <= end].reset_index(drop=True),
+        "osrt": trace.osrt[trace.osrt["start_ns"] <= end].reset_index(drop=True),
+    }
+    return dataclasses.replace(trace, nvtx=kept, **clip)
 
 
 def reanalyse(opts: RunOptions) -> RunResult:

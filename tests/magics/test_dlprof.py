@@ -86,6 +86,7 @@ def test_setup_cell_is_not_captured_and_profiled_cell_is(prepared):
     assert manifest["wall_ns"] == head["wall_ns"] > 0
     assert manifest["key_node"] == "optimizer_step"
     assert f"jlprof_runs/{folder.name}/" in out.stdout
+    assert "importing (2/5)" in out.stderr and "analysing (4/5)" in out.stderr  # text progress
     shell.ns["first_db"] = db
 
 
@@ -144,6 +145,35 @@ def test_health_checks_name_the_problem(prepared):
     assert "nothing was captured" in out.stderr and "--delay 30" in out.stderr
     manifest = json.loads((run_folders(shell.cwd)[-1] / "jlprof_run.json").read_text())
     assert manifest["status"] == "capture_empty" and manifest["database"] is None
+
+
+def test_duration_stops_the_capture_not_the_cell(prepared):
+    shell = prepared
+    out = shell.cell(
+        "--duration 1 -o timed",
+        "t0, n = time.time(), 0\nwhile time.time() - t0 < 3:\n    step(0)\n    n += 1\n"
+        "print('ran', n)",
+    )
+    ran = int(out.stdout.split("ran ")[1].split()[0])
+    prof = shell.ns["timed"]
+    with sqlite3.connect(prof.trace.source) as con:
+        [(start, end)], (captured,) = (
+            con.execute(
+                "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+                "WHERE s.value = 'jlprof_capture'"
+            ).fetchall(),
+            con.execute(
+                "SELECT COUNT(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+                "WHERE s.value = 'optimizer_step' AND e.start <= (SELECT e2.end "
+                "FROM NVTX_EVENTS e2 JOIN StringIds s2 ON s2.id = e2.textId "
+                "WHERE s2.value = 'jlprof_capture')"
+            ).fetchone(),
+        )
+    assert 1.0e9 <= end - start < 1.5e9  # the capture range lasted --duration
+    assert prof.iterations.instances == captured  # nothing after the range's end is analysed
+    # the cell ran on after the capture (nsys stalls NVTX calls while it flushes, ~2 s here,
+    # so fewer steps run after the range than the 2 s left would suggest)
+    assert 0 < captured < ran
 
 
 def test_output_path_keeps_files_unless_forced(prepared):
