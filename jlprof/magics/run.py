@@ -11,7 +11,6 @@ import ast
 import contextlib
 import dataclasses
 import shutil
-import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -222,6 +221,19 @@ def run_captured(
         progress.done("analysis failed")
         _write_manifest(result, opts)
         return result
+    except (Exception, KeyboardInterrupt) as exc:
+        # nothing lost: the raw nsys files stay in the folder, the manifest says what happened
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}"
+        result.status = "analysis_failed"
+        result.error = (
+            f"analysis failed ({why}: {exc}); the raw nsys files are kept in {folder}: "
+            "re-analyse them with %dlprof --database (-v diagnostic shows the traceback)"
+        )
+        progress.done("analysis failed")
+        _write_manifest(result, opts)
+        if isinstance(exc, KeyboardInterrupt) or opts.verbosity == "diagnostic":
+            raise
+        return result
     step("done")
     progress.done(f"{result.profile.iterations.count} iterations analysed")
     _write_manifest(result, opts)
@@ -352,7 +364,7 @@ def describe(result: RunResult, cwd: Path | None = None) -> str:
         where = f" → {folder}/"
     if result.status == "ok":
         return f"jlprof: profile {result.status}{where} ({len(result.written)} report files)"
-    return textwrap.fill(f"jlprof: {result.status}{where}: {result.error}", 100)
+    return f"jlprof: {result.status}{where}: {result.error}"
 
 
 __all__ = ["RunResult", "Session", "analyse", "describe", "reanalyse", "run_captured", "run_setup"]

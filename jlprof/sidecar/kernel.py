@@ -14,11 +14,39 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+import time
 
 ORIGINAL_TMPDIR = "JLPROF_SIDECAR_TMPDIR"
+PARENT_PID = "JLPROF_SIDECAR_PARENT"
+
+
+def _watch_parent(pid: int, every_s: float = 1.0) -> None:
+    """End this kernel when the notebook kernel that owns it is gone (even killed with -9).
+
+    ipykernel's own parent poller watches its direct parent, which here is nsys: it would keep
+    an orphaned sidecar alive forever. Exiting lets nsys write what it has and exit too.
+    """
+
+    def alive() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    def run() -> None:
+        while alive():
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=run, name="jlprof-parent-watch", daemon=True).start()
 
 
 def main() -> None:
+    parent = os.environ.pop(PARENT_PID, "")
+    if parent.isdigit():
+        _watch_parent(int(parent))
     original = os.environ.pop(ORIGINAL_TMPDIR, None)
     if original is not None:
         if original:

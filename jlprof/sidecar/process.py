@@ -32,7 +32,7 @@ from typing import Any
 from jlprof import nsys
 from jlprof.errors import JlprofError
 from jlprof.sidecar.capture import NVTX_CAPTURE
-from jlprof.sidecar.kernel import ORIGINAL_TMPDIR
+from jlprof.sidecar.kernel import ORIGINAL_TMPDIR, PARENT_PID
 
 MIN_NSYS = (2021, 1)
 """``--capture-range-end=repeat`` and NVTX capture of unregistered strings need nsys 2021.1+."""
@@ -161,6 +161,7 @@ class Sidecar:
             **cmd.env,
             "TMPDIR": str(self.dir / "tmp"),
             ORIGINAL_TMPDIR: os.environ.get("TMPDIR", ""),
+            PARENT_PID: str(os.getpid()),
             "PYTHONUNBUFFERED": "1",
         }
         self.say(f"starting the sidecar kernel under nsys {info.version_text}")

@@ -185,6 +185,25 @@ def test_output_path_keeps_files_unless_forced(prepared):
     assert "o2" not in shell.ns
 
 
+def test_failed_analysis_keeps_the_raw_files(prepared, monkeypatch):
+    from jlprof.magics import run
+
+    def broken(*_a, **_k):
+        raise ValueError("engine bug")
+
+    monkeypatch.setattr(run, "analyse", broken)  # the engine cannot be made to fail for real
+    shell = prepared
+    shell.ns.pop("broken", None)
+    out = shell.cell("-o broken", "step(0)")
+    assert "analysis failed (ValueError: engine bug)" in out.stderr
+    assert "%dlprof --database" in out.stderr and "broken" not in shell.ns
+    folder = run_folders(shell.cwd)[-1]
+    assert (folder / "nsys_profile.nsys-rep").exists() and (folder / "nsys_profile.sqlite").exists()
+    manifest = json.loads((folder / "jlprof_run.json").read_text())
+    assert manifest["status"] == "analysis_failed" and "engine bug" in manifest["error"]
+    assert manifest["database"] == "nsys_profile.sqlite"
+
+
 def test_database_reanalysis_without_profiling(prepared):
     shell = prepared
     captures = shell.magics.session.sidecar.captures

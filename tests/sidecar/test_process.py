@@ -6,7 +6,10 @@ import json
 import shutil
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -119,3 +122,35 @@ def test_shutdown_removes_the_private_folder(tmp_path):
     assert not folder.exists() and nsys_proc.poll() is not None
     assert not car.alive()
     car.shutdown()  # twice is fine
+
+
+def test_sidecar_ends_when_its_notebook_kernel_is_killed(tmp_path):
+    """A notebook kernel killed with -9 runs no clean-up: the sidecar must notice by itself."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    owner = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time\nfrom jlprof.sidecar import Sidecar\ns = Sidecar()\ns.start()\n"
+         "print(s.kernel_pid, s.proc.pid, s.dir, flush=True)\ntime.sleep(300)"],
+        cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        kernel_pid, nsys_pid, folder = owner.stdout.readline().split()
+        assert psutil.pid_exists(int(kernel_pid)) and psutil.pid_exists(int(nsys_pid))
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 60
+    gone = False
+    while time.monotonic() < deadline and not gone:
+        gone = not any(_running(int(pid)) for pid in (kernel_pid, nsys_pid))
+        time.sleep(0.5)
+    assert gone, "the orphaned sidecar (or its nsys) is still running"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
