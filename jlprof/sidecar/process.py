@@ -142,17 +142,21 @@ class Sidecar:
             ip=str(self.dir / "kern"),
             key=secrets.token_hex(32).encode(),
         )
-        cmd = nsys.profile_command(
-            [self.python, "-m", "jlprof.sidecar.kernel", "-f", str(conn)],
-            self.dir / "capture",
-            capture_range=self.method,
-            nvtx_capture=NVTX_CAPTURE if self.method == "nvtx" else None,
-            capture_range_end="repeat",
-            trace_dl_libraries=self.method == "cudaProfilerApi",
-            force=True,
-            nsys_opts=self.nsys_opts,
-            nsys=info,
-        )
+        try:
+            cmd = nsys.profile_command(
+                [self.python, "-m", "jlprof.sidecar.kernel", "-f", str(conn)],
+                self.dir / "capture",
+                capture_range=self.method,
+                nvtx_capture=NVTX_CAPTURE if self.method == "nvtx" else None,
+                capture_range_end="repeat",
+                trace_dl_libraries=self.method == "cudaProfilerApi",
+                force=True,
+                nsys_opts=self.nsys_opts,
+                nsys=info,
+            )
+        except JlprofError:  # e.g. --nsys_opts that clash with the capture set-up
+            self._cleanup()
+            raise
         # nsys block-buffers its stdout into a pipe; its "Generating ..." lines are needed live
         stdbuf = shutil.which("stdbuf")
         argv = [stdbuf, "-oL", *cmd.argv] if stdbuf else cmd.argv
@@ -368,16 +372,22 @@ class Sidecar:
         )
 
     # ---- capture files -------------------------------------------------------------------
-    def wait_for_capture(self, timeout: float = 120.0) -> Path | None:
+    def wait_for_capture(self, timeout: float = 120.0, no_start_s: float = 3.0) -> Path | None:
         """The raw report nsys wrote for the capture that just ended (None if none appeared).
 
-        nsys prints ``Generating '<file>'`` then ``Capture range ended`` when a range closes; the
-        file (under the private TMPDIR for the Debian build) is complete once its size settles.
+        nsys prints ``Capture range started``, later ``Generating '<file>'`` and ``Capture range
+        ended``; the file (under the private TMPDIR for the Debian build) is complete once its
+        size settles. Lines are read from the queue filled since :meth:`drain_lines`, so when no
+        start line arrives within ``no_start_s`` the range never triggered (an NVTX library that
+        records nothing under this nsys) and there is no point in waiting longer.
         """
-        deadline = time.monotonic() + timeout
+        t0 = time.monotonic()
+        deadline = t0 + timeout
         generated: Path | None = None
-        ended = False
+        started = ended = False
         while not ended and time.monotonic() < deadline:
+            if not started and generated is None and time.monotonic() - t0 > no_start_s:
+                break  # (a report file that appeared anyway is still found below)
             try:
                 line = self._lines.get(timeout=0.1)
             except queue.Empty:
@@ -385,7 +395,9 @@ class Sidecar:
                     break
                 continue
             text = line.strip()
-            if text.startswith("Generating '") and text.endswith("'"):
+            if text.startswith("Capture range started"):
+                started = True
+            elif text.startswith("Generating '") and text.endswith("'"):
                 generated = Path(text[len("Generating '") : -1])
             elif text.startswith("Capture range ended"):
                 ended = True

@@ -154,3 +154,32 @@ def _running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_a_range_that_never_started_is_reported_quickly(pair):
+    """As with an NVTX library that records nothing under this nsys: no capture, no long wait."""
+    car = pair[1]
+    car.drain_lines()
+    assert car.execute("import nvtx\nwith nvtx.annotate('not_jlprofs_range'): pass").status == "ok"
+    t0 = time.monotonic()
+    assert car.wait_for_capture(timeout=60) is None
+    assert time.monotonic() - t0 < 10
+
+
+def test_output_arrives_while_the_cell_runs(pair):
+    car = pair[0]
+    seen: list[tuple[float, str]] = []
+
+    def on_message(msg):
+        if msg["header"]["msg_type"] == "stream":
+            seen.append((time.monotonic(), msg["content"]["text"]))
+
+    t0 = time.monotonic()
+    res = car.execute(
+        "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')",
+        on_message=on_message,
+    )
+    done = time.monotonic()
+    assert res.status == "ok"
+    first = next(t for t, text in seen if "first" in text)
+    assert first - t0 < 1.0 and done - first >= 1.4  # streamed, not delivered at the end
