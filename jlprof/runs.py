@@ -90,7 +90,9 @@ def list_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
     base = Path(root if root is not None else Path.cwd()) / RUNS_DIR
     if not base.is_dir():
         return []
-    return sorted(p for p in base.iterdir() if (p / MANIFEST).is_file())
+    found = [p for p in base.iterdir() if (p / MANIFEST).is_file()]
+    # the name's timestamp has whole seconds: the manifest's own time breaks ties
+    return sorted(found, key=lambda p: (p.name[:15], (p / MANIFEST).stat().st_mtime_ns))
 
 
 __all__ = [

@@ -46,7 +46,10 @@ def test_manifest_has_the_agreed_keys_and_types(tmp_path):
     path = runs.write_manifest(folder, data)
     assert json.loads(path.read_text()) == data == runs.read_manifest(folder)
     assert runs.list_runs(tmp_path) == [folder]
-    assert [p.name for p in folder.iterdir()] == ["jlprof_run.json"]  # no partial file left
+    later = runs.new_run_folder(tmp_path)  # same second, random suffix: still listed after
+    runs.write_manifest(later, data)
+    assert runs.list_runs(tmp_path) == [folder, later]
+    assert sorted(p.name for p in folder.iterdir()) == ["jlprof_run.json"]  # no partial file left
 
 
 def test_failed_run_manifest_keeps_the_error(tmp_path):

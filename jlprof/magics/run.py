@@ -28,12 +28,35 @@ Say = Callable[[str], None]
 OnMessage = Callable[[dict[str, Any]], None]
 
 STEPS = [
+    "stopping the capture",
     "finalising the nsys report",
     "importing",
     "exporting SQLite",
     "analysing",
     "writing reports",
 ]
+
+
+class _Steps:
+    """Progress display plus the seconds each step took (kept in ``RunResult.timings_s``)."""
+
+    def __init__(self, opts: RunOptions, timings: dict[str, float]) -> None:
+        self.progress = Progress(STEPS, quiet=not opts.says("normal"))
+        self.timings = timings
+        self.current = STEPS[0]
+        self.since = time.perf_counter()
+        self.progress.step(self.current)
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[self.current] = self.timings.get(self.current, 0.0) + now - self.since
+        self.current, self.since = name, now
+        if name in STEPS:
+            self.progress.step(name)
+
+    def done(self, text: str) -> None:
+        self("done")
+        self.progress.done(text)
 
 
 class Session:
@@ -152,11 +175,10 @@ def run_captured(
         result.interrupted = cell.interrupted
         if cell.status != "ok":
             result.cell_error = f"{cell.ename}: {cell.evalue}"
-        t_stop = time.perf_counter()
+        step = _Steps(opts, result.timings_s)  # shown now: the cell's own output is complete
         end = sidecar.execute(
             "pass", silent=True, user_expressions={"r": "_jlprof_capture.CAPTURE.end()"}
         )
-        result.timings_s["stop capture"] = time.perf_counter() - t_stop
         info = ast.literal_eval(end.expression("r"))
     except SidecarDied as exc:
         session.died()
@@ -176,18 +198,10 @@ def run_captured(
             if opts.delay
             else "nothing was captured"
         )
+        step.done("nothing captured")
         _write_manifest(result, opts)
         return result
-    progress = Progress(STEPS, quiet=not opts.says("normal"))
-    clock = [time.perf_counter(), STEPS[0]]
-
-    def step(name: str) -> None:
-        now = time.perf_counter()
-        result.timings_s[clock[1]] = result.timings_s.get(clock[1], 0.0) + now - clock[0]
-        clock[:] = [now, name]
-        progress.step(name)
-
-    progress.step(STEPS[0])
+    step(STEPS[1])
     raw = sidecar.wait_for_capture()
     if raw is None:
         result.status = "capture_empty"
@@ -196,29 +210,29 @@ def run_captured(
             "capture that happens when the NVTX library records nothing under this nsys (the "
             "nvtx package after 0.2.10 with nsys 2022.4: pip install nvtx==0.2.10)."
         )
-        progress.done("nothing captured")
+        step.done("nothing captured")
         _write_manifest(result, opts)
         return result
     target = folder / f"{opts.nsys_base_name}{raw.suffix}"
     shutil.copyfile(raw, target)
     result.nsys_report = target
     try:
-        step(STEPS[1])
+        step(STEPS[2])
         result.database = nsys.ensure_sqlite(
             target, force=True, progress=lambda m: step(_step_of(m))
         )
         rep = target.with_suffix(".nsys-rep")
         result.nsys_report = rep if rep.exists() else target
-        step(STEPS[3])
+        step(STEPS[4])
         result.profile, warnings = analyse(result.database, opts, capture_domain=DOMAIN)
         result.warnings += warnings
-        step(STEPS[4])
+        step(STEPS[5])
         result.written = result.profile.write_reports(
             folder, opts.reports, opts.formats, force=opts.force
         )
     except JlprofError as exc:
         result.status, result.error = "analysis_failed", str(exc)
-        progress.done("analysis failed")
+        step.done("analysis failed")
         _write_manifest(result, opts)
         return result
     except (Exception, KeyboardInterrupt) as exc:
@@ -229,19 +243,18 @@ def run_captured(
             f"analysis failed ({why}: {exc}); the raw nsys files are kept in {folder}: "
             "re-analyse them with %dlprof --database (-v diagnostic shows the traceback)"
         )
-        progress.done("analysis failed")
+        step.done("analysis failed")
         _write_manifest(result, opts)
         if isinstance(exc, KeyboardInterrupt) or opts.verbosity == "diagnostic":
             raise
         return result
-    step("done")
-    progress.done(f"{result.profile.iterations.count} iterations analysed")
+    step.done(f"{result.profile.iterations.count} iterations analysed")
     _write_manifest(result, opts)
     return result
 
 
 def _step_of(message: str) -> str:
-    return STEPS[1] if message.startswith("Importing") else STEPS[2]
+    return STEPS[2] if message.startswith("Importing") else STEPS[3]
 
 
 def analyse(

@@ -87,7 +87,7 @@ def test_setup_cell_is_not_captured_and_profiled_cell_is(prepared):
     assert manifest["wall_ns"] == head["wall_ns"] > 0
     assert manifest["key_node"] == "optimizer_step"
     assert f"jlprof_runs/{folder.name}/" in out.stdout
-    assert "importing (2/5)" in out.stderr and "analysing (4/5)" in out.stderr  # text progress
+    assert "stopping the capture (1/6)" in out.stderr and "analysing (5/6)" in out.stderr
     shell.ns["first_db"] = db
 
 
@@ -142,9 +142,11 @@ def test_health_checks_name_the_problem(prepared):
     assert "Candidates" in out.stderr
     out = shell.cell("-o h2", "x = sum(range(10000))")
     assert "no NVTX ranges in the capture" in out.stderr
+    before = set(run_folders(shell.cwd))
     out = shell.cell("--delay 30 -o h3", "pass")
     assert "nothing was captured" in out.stderr and "--delay 30" in out.stderr
-    manifest = json.loads((run_folders(shell.cwd)[-1] / "jlprof_run.json").read_text())
+    [folder] = set(run_folders(shell.cwd)) - before
+    manifest = json.loads((folder / "jlprof_run.json").read_text())
     assert manifest["status"] == "capture_empty" and manifest["database"] is None
 
 
@@ -195,10 +197,11 @@ def test_failed_analysis_keeps_the_raw_files(prepared, monkeypatch):
     monkeypatch.setattr(run, "analyse", broken)  # the engine cannot be made to fail for real
     shell = prepared
     shell.ns.pop("broken", None)
+    before = set(run_folders(shell.cwd))
     out = shell.cell("-o broken", "step(0)")
     assert "analysis failed (ValueError: engine bug)" in out.stderr
     assert "%dlprof --database" in out.stderr and "broken" not in shell.ns
-    folder = run_folders(shell.cwd)[-1]
+    [folder] = set(run_folders(shell.cwd)) - before
     assert (folder / "nsys_profile.nsys-rep").exists() and (folder / "nsys_profile.sqlite").exists()
     manifest = json.loads((folder / "jlprof_run.json").read_text())
     assert manifest["status"] == "analysis_failed" and "engine bug" in manifest["error"]

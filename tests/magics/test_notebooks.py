@@ -18,6 +18,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from jlprof import runs
+
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 
 SETUP = """%%dlprof --setup
@@ -119,7 +121,7 @@ def test_a_normal_day_state_reports_and_rich_output(notebooks):
     widgets = [o for o in nb.cells[2].outputs
                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]  # fmt: skip
     assert widgets, "a progress bar is shown in notebooks"
-    folders = sorted((a_dir / "jlprof_runs").iterdir())
+    folders = runs.list_runs(a_dir)
     assert len(folders) == 3  # the profiled cells, one folder each
     first = json.loads((folders[0] / "jlprof_run.json").read_text())
     assert first["status"] == "ok" and first["iterations"] == 6
