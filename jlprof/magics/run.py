@@ -21,7 +21,7 @@ from jlprof import nsys, runs
 from jlprof.errors import AnalysisError, JlprofError
 from jlprof.magics.options import RunOptions
 from jlprof.magics.progress import Progress
-from jlprof.sidecar import Sidecar, SidecarDied
+from jlprof.sidecar import Sidecar, SidecarBusy, SidecarDied
 from jlprof.sidecar.capture import DOMAIN
 
 Say = Callable[[str], None]
@@ -187,6 +187,10 @@ def run_captured(
         if kept:
             result.nsys_report = kept[-1]
             result.error += f" The raw nsys files of earlier captures are kept in {folder}."
+        _write_manifest(result, opts)
+        raise
+    except SidecarBusy as exc:  # still capturing: its report comes when the sidecar stops
+        result.status, result.error = "analysis_failed", str(exc)
         _write_manifest(result, opts)
         raise
     if info.get("error"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ExecResult", "NsysTooOld", "Sidecar", "SidecarDied", "cuda_usable"]
+__all__ = ["ExecResult", "NsysTooOld", "Sidecar", "SidecarBusy", "SidecarDied", "cuda_usable"]
 
 
 def __getattr__(name: str) -> Any:

@@ -38,10 +38,16 @@ MIN_NSYS = (2021, 1)
 """``--capture-range-end=repeat`` and NVTX capture of unregistered strings need nsys 2021.1+."""
 
 OnMessage = Callable[[dict[str, Any]], None]
+MAX_INTERRUPTS = 2
+"""Interrupts passed on to a busy sidecar; one more gives the notebook back (see SidecarBusy)."""
 
 
 class SidecarDied(JlprofError):
     """The sidecar kernel process ended (crash, ``os._exit``, killed); its state is gone."""
+
+
+class SidecarBusy(JlprofError):
+    """The sidecar kernel keeps running the cell although it was interrupted repeatedly."""
 
 
 class NsysTooOld(nsys.NsysNotFound):
@@ -252,7 +258,10 @@ class Sidecar:
             with contextlib.suppress(OSError):
                 os.kill(self.kernel_pid, signal.SIGINT)
 
-    def shutdown(self, timeout: float = 60.0) -> None:
+    def _kernel_running(self) -> bool:
+        return self.kernel_pid is not None and _proc_state(self.kernel_pid) not in (None, "Z", "X")
+
+    def shutdown(self, timeout: float = 60.0, kernel_grace: float = 10.0) -> None:
         """Stop the kernel, let nsys finish, remove the private folder. Safe to call twice."""
         with contextlib.suppress(ValueError):
             atexit.unregister(self.shutdown)
@@ -263,6 +272,13 @@ class Sidecar:
             with contextlib.suppress(Exception):
                 self.client.stop_channels()
             self.client = None
+        # a kernel stuck in code that ignores interrupts never acts on the shutdown request
+        deadline = time.monotonic() + min(timeout, kernel_grace)
+        while self._kernel_running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self._kernel_running():
+            with contextlib.suppress(OSError):
+                os.kill(self.kernel_pid, signal.SIGKILL)  # type: ignore[arg-type]
         if self.proc is not None and self.proc.poll() is None:
             try:
                 self.proc.wait(timeout)
@@ -294,7 +310,7 @@ class Sidecar:
         return moved
 
     def _cleanup(self) -> None:
-        if self.kernel_pid is not None and _proc_state(self.kernel_pid) not in (None, "Z", "X"):
+        if self._kernel_running():
             with contextlib.suppress(OSError):
                 os.kill(self.kernel_pid, signal.SIGKILL)
         if self.dir is not None:
@@ -332,6 +348,7 @@ class Sidecar:
         reply: dict[str, Any] | None = None
         idle = False
         interrupted = False
+        interrupts = 0
         while reply is None or not idle:
             try:
                 if not idle:
@@ -351,6 +368,12 @@ class Sidecar:
                 if (reply is None or not idle) and not self.alive():
                     raise SidecarDied(self._death_message())
             except interrupt_on:
+                interrupts += 1
+                if interrupts > MAX_INTERRUPTS:
+                    raise SidecarBusy(
+                        f"the sidecar kernel did not stop after {MAX_INTERRUPTS} interrupts (code "
+                        "that ignores SIGINT?): run %dlprof kernel restart (its state is lost)"
+                    ) from None
                 interrupted = True
                 self.interrupt()
         content = reply
@@ -439,4 +462,4 @@ def _wait_stable(path: Path, deadline: float) -> None:
         time.sleep(0.1)
 
 
-__all__ = ["ExecResult", "NsysTooOld", "Sidecar", "SidecarDied", "cuda_usable"]
+__all__ = ["ExecResult", "NsysTooOld", "Sidecar", "SidecarBusy", "SidecarDied", "cuda_usable"]

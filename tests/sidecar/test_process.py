@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -16,7 +18,7 @@ import psutil
 import pytest
 
 from jlprof import nsys
-from jlprof.sidecar import Sidecar
+from jlprof.sidecar import Sidecar, SidecarBusy
 from jlprof.sidecar.capture import NVTX_CAPTURE
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
@@ -183,3 +185,29 @@ def test_output_arrives_while_the_cell_runs(pair):
     assert res.status == "ok"
     first = next(t for t, text in seen if "first" in text)
     assert first - t0 < 1.0 and done - first >= 1.4  # streamed, not delivered at the end
+
+
+def test_a_cell_that_ignores_interrupts_gives_the_notebook_back(tmp_path):
+    """Ctrl-C twice is passed on; the third gives up waiting with the way out in the message."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    car = Sidecar(cwd=tmp_path)
+    car.start()
+    try:
+        timers = [threading.Timer(1.0 + 0.5 * k, os.kill, (os.getpid(), signal.SIGINT))
+                  for k in range(3)]  # fmt: skip
+        for timer in timers:
+            timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(SidecarBusy, match="kernel restart"):
+            car.execute(
+                "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)"
+            )
+        assert time.monotonic() - t0 < 10
+    finally:
+        for timer in timers:
+            timer.cancel()
+        t0 = time.monotonic()
+        car.shutdown(kernel_grace=2)  # the stuck kernel is killed, nsys then exits by itself
+        assert time.monotonic() - t0 < 15
+    assert not car.alive() and car.proc.returncode is not None
