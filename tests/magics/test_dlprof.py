@@ -231,12 +231,12 @@ def test_kernel_status_restart_shutdown(prepared):
     pid = shell.magics.session.sidecar.kernel_pid
     assert f"kernel pid {pid}" in out.stdout and "capture nvtx" in out.stdout
     out = shell.line("kernel restart")
-    assert "restarted" in out.stdout
+    assert "restarted" in out.stdout, out.stderr
     assert shell.magics.session.sidecar.kernel_pid != pid
     out = shell.cell("--setup", "print('counter' in globals())")
     assert "False" in out.stdout
     out = shell.line("kernel shutdown")
-    assert "shut down" in out.stdout
+    assert "shut down" in out.stdout, out.stderr
     assert "not running" in shell.line("kernel status").stdout
 
 
