@@ -182,13 +182,15 @@ def run_captured(
         info = ast.literal_eval(end.expression("r"))
     except SidecarDied as exc:
         session.died()
-        kept = sidecar.rescue(folder)
+        kept = sidecar.rescue(folder, opts.nsys_base_name)
         result.status, result.error = "analysis_failed", str(exc)
-        if kept:
-            result.nsys_report = kept[-1]
-            result.error += f" The raw nsys files of earlier captures are kept in {folder}."
+        if kept is not None:
+            result.nsys_report = kept
+            result.error += (
+                f" What nsys recorded until then is kept: %dlprof --database={kept} analyses it."
+            )
         _write_manifest(result, opts)
-        raise
+        raise SidecarDied(result.error) from None
     except SidecarBusy as exc:  # still capturing: its report comes when the sidecar stops
         result.status, result.error = "analysis_failed", str(exc)
         _write_manifest(result, opts)

@@ -291,23 +291,33 @@ class Sidecar:
             self.proc.wait()
         self._cleanup()
 
-    def rescue(self, dest: Path, timeout: float = 60.0) -> list[Path]:
-        """After a death: let nsys finish writing, move its files to ``dest``, clean up.
+    def rescue(self, dest: Path, base_name: str, timeout: float = 60.0) -> Path | None:
+        """After a death: let nsys finish writing, keep what it recorded, clean up.
 
-        Nothing recorded is lost: the raw ``.qdstrm``/``.nsys-rep`` files of captures not yet
-        collected are kept in the run folder.
+        nsys writes the capture that was open when the kernel died as ``capture.<N>.qdstrm``
+        when it exits; the newest one not collected yet goes to ``dest/<base_name>.<suffix>``.
         """
-        moved: list[Path] = []
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout)
+        kept: Path | None = None
         if self.dir is not None:
-            for path in sorted(self.dir.glob("capture*")):
-                if path.suffix in (".qdstrm", ".nsys-rep"):
-                    dest.mkdir(parents=True, exist_ok=True)
-                    moved.append(Path(shutil.move(str(path), dest / path.name)))
+
+            def index(path: Path) -> int:  # capture.qdstrm when nsys wrote only one
+                parts = path.name.split(".")
+                return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else 1
+
+            files = [
+                p
+                for p in self.dir.glob("capture*")
+                if p.suffix in (".qdstrm", ".nsys-rep") and index(p) > self.captures
+            ]
+            if files:
+                newest = max(files, key=index)
+                dest.mkdir(parents=True, exist_ok=True)
+                kept = Path(shutil.move(str(newest), dest / f"{base_name}{newest.suffix}"))
         self.shutdown(timeout=5)
-        return moved
+        return kept
 
     def _cleanup(self) -> None:
         if self._kernel_running():

@@ -252,6 +252,12 @@ def test_sidecar_death_is_reported_and_a_fresh_one_starts(shell, need_nsys):
     [folder] = set(run_folders(shell.cwd)) - before
     manifest = json.loads((folder / "jlprof_run.json").read_text())
     assert manifest["status"] == "analysis_failed" and "died" in manifest["error"]
+    # the capture open at the crash is kept (nsys writes it when the kernel exits), nothing else
+    assert sorted(p.name for p in folder.iterdir()) == ["jlprof_run.json", "nsys_profile.qdstrm"]
+    assert manifest["nsys_report"] == "nsys_profile.qdstrm"
+    assert "%dlprof --database=" in out.stderr
+    shell.line(f"--database={folder / 'nsys_profile.qdstrm'} -o after_crash")
+    assert shell.ns["after_crash"].trace.source.name == "nsys_profile.sqlite"
     out = shell.cell("--setup", "print('kept' in globals())")
     assert "previous sidecar kernel died" in out.stderr
     assert "False" in out.stdout
