@@ -20,8 +20,6 @@ from IPython.display import clear_output, display, publish_display_data
 from jlprof.errors import JlprofError
 from jlprof.magics import options as opt
 from jlprof.magics import run
-from jlprof.nsys import NsysNotFound
-from jlprof.sidecar import SidecarDied
 
 
 def forward(msg: dict[str, Any]) -> None:
@@ -200,13 +198,10 @@ class DlprofMagics(Magics):
             raise UsageError(str(exc)) from None
         try:
             self._dispatch(opts, cell)
-        except (JlprofError, SidecarDied) as exc:
+        except JlprofError as exc:  # SidecarDied and NsysNotFound (install hint) included
             if opts.verbosity == "diagnostic":
                 raise
-            hint = ""
-            if isinstance(exc, NsysNotFound):
-                hint = ""  # the message carries the install hint
-            print(f"jlprof: {exc}{hint}", file=sys.stderr)
+            print(f"jlprof: {exc}", file=sys.stderr)
 
     def _say(self, text: str) -> None:
         print(f"jlprof: {text}", file=sys.stderr, flush=True)

@@ -7,7 +7,7 @@ is put back here before ipykernel starts.
 ipykernel also opens a localhost TCP port (the IOPub "pipe" that forwards output of forked child
 processes) even when the kernel itself uses IPC. The sidecar must not listen on any TCP port, so
 that pipe is switched off: output printed by forked workers goes to the sidecar's own stdout
-(shown with ``-v detailed``) instead of the notebook.
+(read by jlprof along with nsys's output, and quoted in error messages) instead of the notebook.
 """
 
 from __future__ import annotations
