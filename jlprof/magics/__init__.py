@@ -1,4 +1,8 @@
-"""IPython magics (``%%dlprof``); see issue 3."""
+"""IPython magics: ``%%dlprof`` profiles a cell in a sidecar kernel under nsys (issue 3).
+
+``dlprof`` holds the magic (thin), ``options`` the option checks, ``run`` the session and the
+profiled run, ``progress`` the progress display.
+"""
 
 from __future__ import annotations
 
@@ -6,5 +10,7 @@ from typing import Any
 
 
 def register(ipython: Any) -> None:
-    """Register the magics with ``ipython``."""
-    raise NotImplementedError("the %%dlprof magic is not built yet (issue 3)")
+    """Register ``%%dlprof``/``%dlprof`` with ``ipython`` (IPython imported only here)."""
+    from jlprof.magics.dlprof import register as _register
+
+    _register(ipython)

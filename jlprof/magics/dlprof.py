@@ -1,0 +1,265 @@
+"""``%%dlprof`` / ``%dlprof``: the thin IPython layer (parse → run → show).
+
+Parsing is :mod:`jlprof.magics.options`, running is :mod:`jlprof.magics.run`; this module only
+wires them to IPython: option definitions (``%dlprof?`` lists them), forwarding the sidecar's
+output to the notebook as it arrives, binding and displaying the result.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import clear_output, display, publish_display_data
+
+from jlprof.errors import JlprofError
+from jlprof.magics import options as opt
+from jlprof.magics import run
+
+
+def forward(msg: dict[str, Any]) -> None:
+    """Show one iopub message of the sidecar in this kernel's output, as it arrives."""
+    kind = msg["header"]["msg_type"]
+    content = msg["content"]
+    if kind == "stream":
+        stream = sys.stderr if content.get("name") == "stderr" else sys.stdout
+        stream.write(content.get("text", ""))
+        stream.flush()
+    elif kind in ("display_data", "execute_result", "update_display_data"):
+        publish_display_data(
+            content.get("data", {}),
+            metadata=content.get("metadata") or {},
+            transient=content.get("transient") or None,
+            update=kind == "update_display_data",
+        )
+    elif kind == "error":
+        sys.stderr.write("\n".join(content.get("traceback", [])) + "\n")
+        sys.stderr.flush()
+    elif kind == "clear_output":
+        clear_output(wait=bool(content.get("wait")))
+
+
+def parse_line(magic: Any, line: str) -> Any:
+    """IPython's ``parse_argstring`` with POSIX quoting, so DLProf's own spelling
+    ``--nsys_opts="-t cuda,nvtx"`` works: IPython's splitter keeps ``="-t`` and ``nvtx"`` as two
+    words with their quotes."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"cannot split the options: {exc} (check the quotes)") from None
+    return magic.parser.parse_args(words)
+
+
+@magics_class
+class DlprofMagics(Magics):
+    """Profile notebook cells under Nsight Systems in a persistent sidecar kernel."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.session = run.Session()
+        self.last_result: run.RunResult | None = None
+
+    @magic_arguments()
+    @argument(
+        "command",
+        nargs="*",
+        help="line magic only: 'kernel status', 'kernel restart' or 'kernel shutdown'",
+    )
+    @argument(
+        "--setup",
+        action="store_true",
+        help="run the cell in the sidecar without capturing it (imports, model, data)",
+    )
+    @argument(
+        "--database",
+        metavar="FILE",
+        help="re-analyse this nsys export (.sqlite/.nsys-rep/.qdrep) or jlprof database "
+        "without profiling (line magic)",
+    )
+    @argument(
+        "-o",
+        dest="name",
+        default=opt.DEFAULT_NAME,
+        help=f"name to bind the resulting Profile to (default {opt.DEFAULT_NAME})",
+    )
+    @argument(
+        "--key_node",
+        "--key_op",
+        dest="key_node",
+        default=None,
+        help="op name or ID marking each iteration (default: global_step, then optimizer_step)",
+    )
+    @argument("--iter_start", type=int, default=None, help="first iteration to aggregate")
+    @argument("--iter_stop", type=int, default=None, help="last iteration to aggregate (incl.)")
+    @argument(
+        "--reports",
+        type=opt.parse_list,
+        default=["summary"],
+        help="reports to write: summary, detail, iteration, kernel, tensor, op_type, "
+        "group_node, expert_systems or all (default summary)",
+    )
+    @argument(
+        "--formats",
+        "--file_formats",
+        dest="formats",
+        type=opt.parse_list,
+        default=["csv"],
+        help="csv and/or json (default csv)",
+    )
+    @argument(
+        "--output_path",
+        default=None,
+        help="folder for reports and nsys files (default: a new jlprof_runs/<time>-<id>/)",
+    )
+    @argument(
+        "--profile_name",
+        "--base_name",
+        dest="profile_name",
+        default="jlprof",
+        help="prefix of the report files (default jlprof)",
+    )
+    @argument(
+        "-y",
+        "--delay",
+        type=float,
+        default=0.0,
+        help="start capturing this many seconds into the cell",
+    )
+    @argument(
+        "-d",
+        "--duration",
+        type=float,
+        default=None,
+        help="stop capturing after this many seconds (the cell runs on)",
+    )
+    @argument(
+        "--nsys_opts",
+        "--nsys_options",
+        dest="nsys_opts",
+        default="",
+        help='extra nsys profile flags for the sidecar, e.g. "-t cuda,nvtx,osrt" '
+        "(applies when the sidecar starts)",
+    )
+    @argument(
+        "--nsys_base_name",
+        default="nsys_profile",
+        help="base name of the nsys files in the run folder (default nsys_profile)",
+    )
+    @argument(
+        "-f",
+        "--force",
+        type=opt.parse_bool,
+        default=False,
+        metavar="{true,false}",
+        help="overwrite existing files in --output_path",
+    )
+    @argument(
+        "-v",
+        "--verbosity",
+        choices=opt.VERBOSITY,
+        default="normal",
+        help="quiet, minimal, normal, detailed or diagnostic (tracebacks)",
+    )
+    @argument(
+        "-m",
+        "--mode",
+        choices=opt.MODES,
+        default="simple",
+        help="framework; pytorch also annotates PyTorch ops in the sidecar (jlprof.torch)",
+    )
+    @argument(
+        "--domains",
+        type=opt.parse_list,
+        default=None,
+        help="NVTX domains to analyse, comma separated",
+    )
+    @no_var_expand
+    @line_cell_magic
+    def dlprof(self, line: str, cell: str | None = None) -> None:
+        """Profile a cell in the sidecar kernel under nsys and show DLProf's reports.
+
+        %%dlprof [options]          profile the cell (captured)
+        %%dlprof --setup            run the cell in the sidecar, not captured
+        %dlprof --database=FILE     re-analyse an existing profile
+        %dlprof kernel status|restart|shutdown
+        """
+        try:
+            ns = parse_line(self.dlprof, line)
+        except UsageError as exc:
+            raise UsageError(f"{exc}\n\n{self.dlprof.parser.format_usage()}") from None
+        try:
+            opts = opt.from_namespace(ns, cell=cell is not None)
+        except JlprofError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            self._dispatch(opts, cell)
+        except JlprofError as exc:  # SidecarDied and NsysNotFound (install hint) included
+            if opts.verbosity == "diagnostic":
+                raise
+            print(f"jlprof: {exc}", file=sys.stderr)
+
+    def _say(self, text: str) -> None:
+        print(f"jlprof: {text}", file=sys.stderr, flush=True)
+
+    def _dispatch(self, opts: opt.RunOptions, cell: str | None) -> None:
+        if opts.kernel is not None:
+            self._kernel(opts)
+        elif opts.database is not None:
+            result = run.reanalyse(opts)
+            self._show(result, opts)
+        elif opts.setup:
+            res = run.run_setup(self.session, opts, cell or "", forward, self._say)
+            if res.interrupted:
+                self._say("setup cell interrupted; the sidecar keeps its state")
+        else:
+            result = run.run_captured(self.session, opts, cell or "", forward, self._say)
+            self._show(result, opts)
+
+    def _kernel(self, opts: opt.RunOptions) -> None:
+        if opts.kernel == "status":
+            st = self.session.status()
+            if not st["running"]:
+                lost = " (the last one died; its state is lost)" if st.get("state_lost") else ""
+                print(f"sidecar: not running{lost}; the next %%dlprof starts one")
+                return
+            print(
+                f"sidecar: running, kernel pid {st['kernel_pid']}, nsys pid {st['nsys_pid']}, "
+                f"capture {st['capture']}, {st['captures']} captures, up {st['uptime_s']:.0f} s"
+            )
+        elif opts.kernel == "shutdown":
+            had = self.session.shutdown()
+            print("sidecar: shut down" if had else "sidecar: was not running")
+        else:
+            nsys_opts = opts.nsys_opts if opts.nsys_opts_given else self.session.nsys_opts
+            self.session.shutdown()
+            self.session.ensure(nsys_opts, True, self._say)
+            print("sidecar: restarted (fresh state)")
+
+    def _show(self, result: run.RunResult, opts: opt.RunOptions) -> None:
+        if result.interrupted:
+            self._say("interrupted: the capture was stopped; analysing what was recorded")
+        if result.cell_error:
+            self._say(f"the cell raised {result.cell_error}; the profile covers what ran")
+        if opts.says("minimal"):
+            for warning in result.warnings:
+                self._say(warning)
+        if result.profile is not None:
+            self.shell.user_ns[opts.name] = result.profile
+        self.last_result = result
+        if opts.says("detailed") and result.timings_s:
+            steps = ", ".join(f"{k} {v:.2f} s" for k, v in result.timings_s.items())
+            self._say(f"after the cell: {steps}")
+        if opts.says("minimal"):
+            text = run.describe(result, Path.cwd())
+            print(text, file=sys.stdout if result.status == "ok" else sys.stderr, flush=True)
+        if result.profile is not None and opts.says("minimal"):
+            display(result.profile)
+
+
+def register(ipython: Any) -> None:
+    ipython.register_magics(DlprofMagics)

@@ -1,0 +1,166 @@
+"""``%%dlprof`` options: DLProf's flags (guide ch. 4, 10.1, 15) turned into a checked dataclass.
+
+The argparse definitions live on the magic (IPython's ``magic_arguments``, so ``%dlprof?`` lists
+them); this module turns the parsed namespace into :class:`RunOptions` and checks everything that
+can be checked before any code runs, so a typo never costs a profiling run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jlprof.errors import JlprofError
+
+VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
+MODES = ("simple", "pytorch", "tensorflow1", "tensorflow2", "tensorrt")
+KERNEL_COMMANDS = ("status", "restart", "shutdown")
+DEFAULT_NAME = "_dlprof"
+
+# nsys flags that would break a long-lived capture session: the sidecar would stop after N
+# seconds (duration), never start collecting (delay, hotkey/frames), or end the kernel.
+_SESSION_BREAKERS = {
+    "duration": "use %%dlprof --duration, which stops the capture, not the sidecar",
+    "delay": "use %%dlprof --delay, which delays the capture within the cell",
+    "hotkey-capture": "the capture range is jlprof's",
+    "start-frame-index": "the capture range is jlprof's",
+    "duration-frames": "the capture range is jlprof's",
+    "kill": "the sidecar must outlive each capture",
+    "stop-on-exit": "the sidecar must outlive each capture",
+    "session-new": "jlprof names nsys sessions itself",
+    "capture-range-end": "jlprof needs one report per captured cell (repeat)",
+}
+
+
+def parse_bool(value: str) -> bool:
+    low = value.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def parse_list(value: str) -> list[str]:
+    return [x for x in value.replace(" ", ",").split(",") if x]
+
+
+@dataclass
+class RunOptions:
+    """What one ``%%dlprof``/``%dlprof`` invocation asked for, checked."""
+
+    key_node: str | None = None
+    iter_start: int | None = None
+    iter_stop: int | None = None
+    reports: list[str] = field(default_factory=lambda: ["summary"])
+    formats: list[str] = field(default_factory=lambda: ["csv"])
+    output_path: Path | None = None
+    profile_name: str = "jlprof"
+    delay: float = 0.0
+    duration: float | None = None
+    nsys_opts: str = ""
+    nsys_base_name: str = "nsys_profile"
+    force: bool = False
+    verbosity: str = "normal"
+    mode: str = "simple"
+    domains: list[str] | None = None
+    setup: bool = False
+    database: Path | None = None
+    name: str = DEFAULT_NAME
+    kernel: str | None = None
+    nsys_opts_given: bool = False
+
+    def says(self, level: str) -> bool:
+        """True when messages of ``level`` are shown at this verbosity."""
+        return VERBOSITY.index(self.verbosity) >= VERBOSITY.index(level)
+
+
+def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
+    """Check the parsed arguments; raises :class:`JlprofError` with the fix in the message."""
+    from jlprof.engine.profile import REPORTS
+    from jlprof.reports.writers import FORMATS
+
+    words = list(getattr(ns, "command", None) or [])
+    kernel = None
+    if words:
+        if cell:
+            raise JlprofError(
+                f"%%dlprof takes only options, not {' '.join(words)!r}: the cell body is "
+                "the code to profile"
+            )
+        if words[0] != "kernel" or len(words) != 2 or words[1] not in KERNEL_COMMANDS:
+            raise JlprofError(
+                f"unknown %dlprof command {' '.join(words)!r}: use %dlprof kernel "
+                f"{'|'.join(KERNEL_COMMANDS)}, or %dlprof --database=FILE [options]"
+            )
+        kernel = words[1]
+    elif not cell and not ns.database:
+        raise JlprofError(
+            "%dlprof needs --database=FILE (re-analyse a profile) or 'kernel "
+            "status|restart|shutdown'; use %%dlprof around a cell to profile it"
+        )
+    if cell and ns.database:
+        raise JlprofError(
+            "--database re-analyses an existing profile: use it on the line magic "
+            "(%dlprof --database=FILE), not around a cell"
+        )
+    reports = list(REPORTS) if "all" in ns.reports else ns.reports
+    reports = list(dict.fromkeys("op_type" if r == "node_op" else r for r in reports))
+    bad = [r for r in reports if r not in REPORTS]
+    if bad:
+        raise JlprofError(f"unknown report {bad[0]!r}; choose from {', '.join(REPORTS)} or all")
+    badf = [f for f in ns.formats if f not in FORMATS]
+    if badf:
+        raise JlprofError(f"unknown format {badf[0]!r}; choose csv and/or json")
+    if ns.delay < 0 or (ns.duration is not None and ns.duration <= 0):
+        raise JlprofError("--delay must be >= 0 and --duration > 0 (seconds)")
+    if not ns.name.isidentifier():
+        raise JlprofError(f"-o {ns.name!r} is not a Python name to bind the profile to")
+    if "/" in ns.nsys_base_name or not ns.nsys_base_name:
+        raise JlprofError("--nsys_base_name is a file name without a folder (use --output_path)")
+    check_nsys_opts(ns.nsys_opts)
+    return RunOptions(
+        key_node=ns.key_node,
+        iter_start=ns.iter_start,
+        iter_stop=ns.iter_stop,
+        reports=reports,
+        formats=list(dict.fromkeys(ns.formats)),
+        output_path=Path(ns.output_path).expanduser() if ns.output_path else None,
+        profile_name=ns.profile_name,
+        delay=ns.delay,
+        duration=ns.duration,
+        nsys_opts=ns.nsys_opts,
+        nsys_base_name=ns.nsys_base_name,
+        force=ns.force,
+        verbosity=ns.verbosity,
+        mode=ns.mode,
+        domains=ns.domains,
+        setup=ns.setup,
+        database=Path(ns.database).expanduser() if ns.database else None,
+        name=ns.name,
+        kernel=kernel,
+        nsys_opts_given=bool(ns.nsys_opts),
+    )
+
+
+def check_nsys_opts(text: str) -> None:
+    """Refuse nsys flags that would break the sidecar's capture session (the rest is checked
+    by :func:`jlprof.nsys.profile_command` when the sidecar starts)."""
+    from jlprof.nsys import _parse_options
+
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        raise JlprofError(f"--nsys_opts {text!r}: {exc} (check the quotes)") from None
+    options, stray = _parse_options(tokens)
+    if stray:
+        raise JlprofError(f"--nsys_opts may hold only nsys options, found {shlex.join(stray)!r}")
+    for opt in options:
+        why = _SESSION_BREAKERS.get(opt.name)
+        if why:
+            raise JlprofError(f"--nsys_opts cannot use {opt.tokens[0]} with %%dlprof: {why}")
+
+
+__all__ = ["DEFAULT_NAME", "MODES", "VERBOSITY", "RunOptions", "check_nsys_opts", "from_namespace"]

@@ -1,0 +1,51 @@
+"""Execute a notebook end to end in a chosen folder (``make demo`` runs the quickstart this way).
+
+    python notebooks/execute.py notebooks/quickstart.ipynb demo_out
+
+The kernel's working folder is ``OUT_DIR``, so ``%%dlprof`` run folders (raw nsys files, reports,
+``jlprof_run.json``) land there, next to the executed copy of the notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("notebook", type=Path)
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    args = ap.parse_args(argv)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.read(args.notebook, as_version=4)
+    client = NotebookClient(
+        nb, timeout=args.timeout, resources={"metadata": {"path": str(args.out_dir)}}
+    )
+    target = args.out_dir / args.notebook.name
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        nbformat.write(nb, target)
+        print(
+            f"{args.notebook}: a cell failed (partial notebook in {target}):\n{exc}",
+            file=sys.stderr,
+        )
+        return 1
+    nbformat.write(nb, target)
+    runs = sorted((args.out_dir / "jlprof_runs").glob("*/jlprof_run.json"))
+    print(f"executed {target}; {len(runs)} profiled run(s):")
+    for manifest in runs:
+        files = sorted(p.name for p in manifest.parent.iterdir())
+        print(f"  {manifest.parent}: {', '.join(files)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""Real notebooks (nbclient, a real ipykernel) using ``%%dlprof`` with the real sidecar and nsys.
+
+Two notebooks run at the same time: A goes through the normal day (setup, profiled cells, rich
+output, an interrupt from the notebook kernel), B loses its sidecar (``os._exit``) and carries
+on. Running them together is also the "two notebooks at once" check: separate sidecars, folders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from jlprof import runs
+
+pytestmark = [pytest.mark.nsys, pytest.mark.slow]
+
+SETUP = """%%dlprof --setup
+import nvtx, time
+def step():
+    with nvtx.annotate("train_step"):
+        with nvtx.annotate("optimizer_step"):
+            time.sleep(0.002)
+counter = 0
+print("setup ok")"""
+
+NOTEBOOK_A = [
+    "%load_ext jlprof",
+    SETUP,
+    "%%dlprof --key_node=optimizer_step --reports=summary,kernel\n"
+    "for i in range(5):\n    step()\n    counter += 1\nprint('steps', counter)",
+    "print('instances', _dlprof.iterations.instances)",
+    "%%dlprof -o rich\nfrom IPython.display import HTML, display\n"
+    "display(HTML('<b>rich from the sidecar</b>'))\nstep()",
+    "%dlprof kernel status",
+    "%%dlprof -o stopped\nwhile True:\n    step()\n    counter += 1",  # interrupted by the test
+    "%%dlprof --setup\nprint('after interrupt', counter > 5)",
+    "print('stopped instances', stopped.iterations.instances > 0)",
+    "%dlprof kernel status",
+]
+NOTEBOOK_B = [
+    "%load_ext jlprof",
+    SETUP.replace("counter = 0", "kept = 'yes'"),
+    "%dlprof kernel status",
+    "%%dlprof\nimport os\nos._exit(7)",
+    "print('notebook kernel fine', 6 * 7)",
+    "%%dlprof --setup\nprint('kept' in globals())",
+    "%dlprof kernel status",
+]
+
+
+def write(path: Path, cells: list[str]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+    return nb
+
+
+def text(cell) -> str:
+    """Everything a cell showed as text: streams, text/plain, text/html."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append(out["text"])
+        for mime in ("text/plain", "text/html"):
+            if mime in out.get("data", {}):
+                parts.append(out["data"][mime])
+    return "".join(parts)
+
+
+@pytest.fixture(scope="module")
+def notebooks(tmp_path_factory, need_nsys):
+    a_dir, b_dir = tmp_path_factory.mktemp("nb_a"), tmp_path_factory.mktemp("nb_b")
+    write(b_dir / "b.ipynb", NOTEBOOK_B)
+    runner_b = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         "--ExecutePreprocessor.timeout=240", "--output", "b_out.ipynb", "b.ipynb"],
+        cwd=b_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    nb_a = write(a_dir / "a.ipynb", NOTEBOOK_A)
+    client = NotebookClient(nb_a, timeout=120, resources={"metadata": {"path": str(a_dir)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(nb_a.cells):
+            timer = None
+            if "while True" in cell.source:
+                # the user presses "interrupt the kernel" (SIGINT to the notebook kernel's group)
+                timer = threading.Timer(6.0, lambda: asyncio.run(client.km.interrupt_kernel()))
+                timer.start()
+            try:
+                client.execute_cell(cell, index)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+    b_log, _ = runner_b.communicate(timeout=300)
+    assert runner_b.returncode == 0, b_log[-3000:]
+    nb_b = nbformat.read(b_dir / "b_out.ipynb", as_version=4)
+    return (a_dir, nb_a), (b_dir, nb_b)
+
+
+def test_a_normal_day_state_reports_and_rich_output(notebooks):
+    (a_dir, nb), _ = notebooks
+    cells = [text(c) for c in nb.cells]
+    assert "setup ok" in cells[1]
+    assert "steps 5" in cells[2] and "jlprof: profile ok" in cells[2]
+    assert "key node <code>optimizer_step</code> · 6 iterations" in cells[2]  # the HTML summary
+    assert "instances 5" in cells[3]
+    rich = [o for o in nb.cells[4].outputs if "text/html" in o.get("data", {})]
+    assert any("<b>rich from the sidecar</b>" in o["data"]["text/html"] for o in rich)
+    widgets = [o for o in nb.cells[2].outputs
+               if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]  # fmt: skip
+    assert widgets, "a progress bar is shown in notebooks"
+    folders = runs.list_runs(a_dir)
+    assert len(folders) == 3  # the profiled cells, one folder each
+    first = json.loads((folders[0] / "jlprof_run.json").read_text())
+    assert first["status"] == "ok" and first["iterations"] == 6
+    assert (folders[0] / "jlprof_kernel.csv").exists()
+
+
+def test_a_interrupt_stops_the_capture_and_keeps_the_sidecar(notebooks):
+    (_, nb), _ = notebooks
+    cells = [text(c) for c in nb.cells]
+    assert "interrupted: the capture was stopped" in cells[6]
+    assert "after interrupt True" in cells[7]  # the sidecar kept its state
+    assert "stopped instances True" in cells[8]
+    pid = cells[5].split("kernel pid ")[1].split(",")[0]
+    assert f"kernel pid {pid}," in cells[9]  # same sidecar process before and after
+
+
+def test_b_sidecar_death_leaves_the_notebook_kernel_alone(notebooks):
+    _, (b_dir, nb) = notebooks
+    cells = [text(c) for c in nb.cells]
+    assert "the sidecar kernel died" in cells[3]
+    assert "notebook kernel fine 42" in cells[4]
+    assert "previous sidecar kernel died" in cells[5] and "False" in cells[5]
+    assert "sidecar: running" in cells[6]
+    [folder] = (b_dir / "jlprof_runs").iterdir()
+    assert json.loads((folder / "jlprof_run.json").read_text())["status"] == "analysis_failed"
+
+
+def test_two_notebooks_had_separate_sidecars_and_folders(notebooks):
+    (a_dir, nb_a), (b_dir, nb_b) = notebooks
+    pid_a = text(nb_a.cells[5]).split("kernel pid ")[1].split(",")[0]
+    pid_b = text(nb_b.cells[2]).split("kernel pid ")[1].split(",")[0]
+    assert pid_a != pid_b
+    runs_a = {p.name for p in (a_dir / "jlprof_runs").iterdir()}
+    runs_b = {p.name for p in (b_dir / "jlprof_runs").iterdir()}
+    assert runs_a and runs_b and not runs_a & runs_b
