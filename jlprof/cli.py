@@ -25,7 +25,7 @@ from jlprof.errors import JlprofError
 VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
 
 
-def _bool(v: str) -> bool:
+def parse_bool(v: str) -> bool:
     low = v.strip().lower()
     if low in ("true", "1", "yes", "on"):
         return True
@@ -34,7 +34,7 @@ def _bool(v: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {v!r}")
 
 
-def _list(v: str) -> list[str]:
+def parse_list(v: str) -> list[str]:
     return [x for x in v.replace(" ", ",").split(",") if x]
 
 
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "-f",
         "--force",
-        type=_bool,
+        type=parse_bool,
         default=False,
         metavar="{true,false}",
         help="overwrite existing result files (reports, nsys outputs)",
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument(
         "--domains",
-        type=_list,
+        type=parse_list,
         default=None,
         help="NVTX domains to use, comma separated ('' = default domain)",
     )
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     o.add_argument(
         "--reports",
-        type=_list,
+        type=parse_list,
         default=["summary"],
         help=f"comma list of {', '.join(REPORTS)} or all (default summary)",
     )
@@ -137,13 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--formats",
         "--file_formats",
         dest="formats",
-        type=_list,
+        type=parse_list,
         default=["csv"],
         help="csv and/or json (default csv)",
     )
     o.add_argument(
         "--dump_model_data",
-        type=_bool,
+        type=parse_bool,
         default=False,
         metavar="{true,false}",
         help="also write the raw correlated op instances as JSON",

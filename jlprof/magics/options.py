@@ -12,10 +12,10 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jlprof.cli import VERBOSITY, parse_bool, parse_list  # the CLI's flags, same semantics
+from jlprof.engine.profile import MODES
 from jlprof.errors import JlprofError
 
-VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
-MODES = ("simple", "pytorch", "tensorflow1", "tensorflow2", "tensorrt")
 KERNEL_COMMANDS = ("status", "restart", "shutdown")
 DEFAULT_NAME = "_dlprof"
 
@@ -32,19 +32,6 @@ _SESSION_BREAKERS = {
     "session-new": "jlprof names nsys sessions itself",
     "capture-range-end": "jlprof needs one report per captured cell (repeat)",
 }
-
-
-def parse_bool(value: str) -> bool:
-    low = value.strip().lower()
-    if low in ("true", "1", "yes", "on"):
-        return True
-    if low in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
-
-
-def parse_list(value: str) -> list[str]:
-    return [x for x in value.replace(" ", ",").split(",") if x]
 
 
 @dataclass
@@ -163,4 +150,13 @@ def check_nsys_opts(text: str) -> None:
             raise JlprofError(f"--nsys_opts cannot use {opt.tokens[0]} with %%dlprof: {why}")
 
 
-__all__ = ["DEFAULT_NAME", "MODES", "VERBOSITY", "RunOptions", "check_nsys_opts", "from_namespace"]
+__all__ = [
+    "DEFAULT_NAME",
+    "MODES",
+    "VERBOSITY",
+    "RunOptions",
+    "check_nsys_opts",
+    "from_namespace",
+    "parse_bool",
+    "parse_list",
+]
