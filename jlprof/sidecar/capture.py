@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib
 import sys
 import threading
 import time
@@ -128,9 +129,12 @@ def init_torch(mode: str) -> str:
     """Annotate PyTorch (issue 5's ``jlprof.torch``) in pytorch mode or when torch is imported."""
     if mode != "pytorch" and "torch" not in sys.modules:
         return "not needed"
-    try:
-        from jlprof import torch as jtorch  # type: ignore[attr-defined]
+    try:  # through sys.modules (not the package attribute), so a stand-in module is honoured
+        jtorch = importlib.import_module("jlprof.torch")
     except ImportError:
         return "jlprof.torch not available"
-    jtorch.init()
+    try:
+        jtorch.init()
+    except ImportError as exc:  # jlprof.torch.TorchUnavailable: torch or nvtx missing
+        return f"not annotated: {exc}"
     return "initialised"

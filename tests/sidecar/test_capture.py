@@ -66,5 +66,11 @@ def test_pytorch_annotation_is_initialised_when_asked_or_torch_is_loaded(monkeyp
     assert capture.init_torch("pytorch") == "initialised" and calls == [1]
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
     assert capture.init_torch("simple") == "initialised" and calls == [1, 1]
-    monkeypatch.setitem(sys.modules, "jlprof.torch", None)  # not built (issue 5 not merged)
+
+    def unavailable() -> None:
+        raise ImportError("torch is not installed")
+
+    fake.init = unavailable  # jlprof.torch.TorchUnavailable is an ImportError
+    assert capture.init_torch("pytorch") == "not annotated: torch is not installed"
+    monkeypatch.setitem(sys.modules, "jlprof.torch", None)  # a build without jlprof.torch
     assert capture.init_torch("pytorch") == "jlprof.torch not available"
