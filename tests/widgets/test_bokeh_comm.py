@@ -4,7 +4,6 @@ widget's render bundle (what the page does), leaves the copy equal to the kernel
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +61,22 @@ def _apply(mirror: Document, fragments: list[tuple[dict, list]]) -> int:
     for content, buffers in fragments:
         assert content["msg"] == "patch"
         frag = content["payload"] if "payload" in content else bytes(buffers[0])
-        msg = asyncio.run(receiver.consume(frag))
+        msg = _complete(receiver.consume(frag))
         if msg is not None:
             msg.apply_to_document(mirror)
             applied += 1
     return applied
+
+
+def _complete(coro: Any) -> Any:
+    """Run a coroutine that never suspends (the receiver only parses) to its result; not
+    asyncio.run: other tests of the session may leave an event loop running in this thread."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise AssertionError("Receiver.consume suspended")
 
 
 def _assert_same_sources(kernel: Document, page: Document) -> None:
