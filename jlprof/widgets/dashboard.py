@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import html
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 from bokeh.document import Document
-from jupyter_bokeh import BokehModel
 
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
+from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.static import fill, static_html
 from jlprof.widgets.views import Views
 
@@ -138,7 +139,7 @@ class Dashboard(w.VBox):
         self.refresh(key_node_changed=True)
         # created after the first fill: its render bundle carries the data (patches sent
         # before a view exists would be lost)
-        self.bokeh = BokehModel(self.views.layout)
+        self.bokeh = BatchedBokehModel(self.views.layout)
         super().__init__([controls, self.cards, self.hints, self.bokeh])
         self.add_class("jlprof-dashboard")
 
@@ -157,7 +158,8 @@ class Dashboard(w.VBox):
     def set_node(self, node: str | None) -> None:
         """Filter the kernel table to an op-tree node (None: all ops) and highlight its ops."""
         self.node = node or None
-        self._update_node()
+        with self._batch():
+            self._update_node()
 
     # ---- refresh -------------------------------------------------------------------------
     def refresh(self, key_node_changed: bool = False) -> None:
@@ -165,6 +167,17 @@ class Dashboard(w.VBox):
         p = self.profile
         lo, hi = p.iter_start, p.iter_stop
         t = time.perf_counter()
+        with self._batch():
+            self._refresh(key_node_changed)
+        self.last_update_ms = (time.perf_counter() - t) * 1e3
+        self._say(
+            f"iterations {lo}..{hi} of {p.iterations.count} · updated in "
+            f"{self.last_update_ms:.0f} ms"
+        )
+
+    def _refresh(self, key_node_changed: bool) -> None:
+        p = self.profile
+        lo, hi = p.iter_start, p.iter_stop
         self._busy = True
         self.doc.hold("combine")
         try:
@@ -182,11 +195,6 @@ class Dashboard(w.VBox):
         finally:
             self.doc.unhold()
             self._busy = False
-        self.last_update_ms = (time.perf_counter() - t) * 1e3
-        self._say(
-            f"iterations {lo}..{hi} of {p.iterations.count} · updated in "
-            f"{self.last_update_ms:.0f} ms"
-        )
 
     def _update_node(self) -> None:
         p = self.profile
@@ -297,6 +305,12 @@ class Dashboard(w.VBox):
         self.set_node(str(paths[new[0]]) if new else None)
 
     # ---- helpers -------------------------------------------------------------------------
+    def _batch(self) -> AbstractContextManager[None]:
+        """The Bokeh changes made inside go to the page as one patch (none before the widget
+        exists: the first fill travels in its render bundle)."""
+        bokeh = getattr(self, "bokeh", None)
+        return bokeh.batch() if bokeh is not None else nullcontext()
+
     def _set_slider(self, lo: int, hi: int) -> None:
         busy, self._busy = self._busy, True
         try:

@@ -119,6 +119,7 @@ class Views:
             | {"color": [], "alpha": []}
         )
         self.gpu_op = np.zeros(0, dtype=object)  # op per bar, kept here for highlighting
+        self.highlighted: set[str] | None = None  # ops whose kernels are not dimmed
         self.nvtx_src = ColumnDataSource(
             {k: [] for k in ("y", "left", "right", "name", "dur_us", "height")}
         )
@@ -301,7 +302,7 @@ class Views:
             "count": gpu["count"].to_numpy(np.int64),
             "busy_us": gpu["busy_ns"].to_numpy(np.int64) / 1e3,
             "color": _color_index(gpu["name"].to_numpy(object)),
-            "alpha": np.full(len(gpu), 0.9),
+            "alpha": self._alpha(),
         }
         self.nvtx_src.data = {
             "y": np.array([pos[x] for x in nvtx["lane"]], dtype=np.float64),
@@ -329,13 +330,20 @@ class Views:
         )
 
     def highlight_ops(self, ops: set[str] | None) -> None:
-        """Dim the kernels of other ops than ``ops`` (None: nothing dimmed)."""
-        op = self.gpu_op
+        """Dim the kernels of other ops than ``ops`` (None: nothing dimmed).
+
+        Only a changed alpha column is sent (a range change already drew the bars with the
+        current highlight: no second, partial update of the bars)."""
+        self.highlighted = ops
+        alpha = self._alpha()
+        if not np.array_equal(alpha, self.gpu_src.data["alpha"]):
+            self.gpu_src.data["alpha"] = alpha
+
+    def _alpha(self) -> np.ndarray:
+        op, ops = self.gpu_op, self.highlighted
         if ops is None:
-            alpha = np.full(len(op), 0.9)
-        else:
-            alpha = np.where(np.isin(op, list(ops)), 0.95, 0.15)
-        self.gpu_src.data["alpha"] = alpha
+            return np.full(len(op), 0.9)
+        return np.where(np.isin(op, list(ops)), 0.95, 0.15)
 
     def update_tree(self, tree: pd.DataFrame) -> None:
         rows_before = len(self.tree_src.data["path"])

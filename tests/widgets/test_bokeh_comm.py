@@ -1,0 +1,144 @@
+"""What the dashboard's Bokeh widget sends over its comm on a range change: one PATCH-DOC that,
+decoded with Bokeh's protocol receiver and applied to a copy of the document built from the
+widget's render bundle (what the page does), leaves the copy equal to the kernel's document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import comm
+import numpy as np
+import pytest
+from bokeh.document import Document
+from bokeh.models import ColumnDataSource
+from bokeh.protocol import Protocol
+from bokeh.protocol.receiver import Receiver
+from comm.base_comm import BaseComm
+
+import jlprof
+from jlprof.widgets.dashboard import Dashboard
+from tests.fixtures.loops import small_training_export
+
+
+class RecordingComm(BaseComm):
+    """A comm that keeps what it publishes (the kernel's comm puts the same on iopub)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.published: list[tuple[str, dict, list]] = []
+        super().__init__(**kwargs)
+
+    def publish_msg(self, msg_type: str, data=None, metadata=None, buffers=None, **keys) -> None:
+        self.published.append((msg_type, data or {}, list(buffers or [])))
+
+
+@pytest.fixture
+def dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Dashboard:
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(**kw))
+    return jlprof.load(small_training_export(tmp_path / "loop.sqlite", steps=12)).dashboard()
+
+
+def _patches(c: RecordingComm) -> list[tuple[dict, list]]:
+    """The widget's custom messages (jupyter_bokeh's patch fragments), in order."""
+    return [
+        (d["content"], b)
+        for t, d, b in c.published
+        if t == "comm_msg" and d.get("method") == "custom"
+    ]
+
+
+def _mirror(dash: Dashboard) -> Document:
+    """The page's copy of the document, from the render bundle it is shown with."""
+    [doc_json] = dash.bokeh.render_bundle["docs_json"].values()
+    return Document.from_json(doc_json)
+
+
+def _apply(mirror: Document, fragments: list[tuple[dict, list]]) -> int:
+    """Feed the fragments to Bokeh's receiver, as the page does one comm message at a time,
+    and apply every complete message; returns how many messages were applied."""
+    receiver = Receiver(Protocol())
+    applied = 0
+    for content, buffers in fragments:
+        assert content["msg"] == "patch"
+        frag = content["payload"] if "payload" in content else bytes(buffers[0])
+        msg = _complete(receiver.consume(frag))
+        if msg is not None:
+            msg.apply_to_document(mirror)
+            applied += 1
+    return applied
+
+
+def _complete(coro: Any) -> Any:
+    """Run a coroutine that never suspends (the receiver only parses) to its result; not
+    asyncio.run: other tests of the session may leave an event loop running in this thread."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise AssertionError("Receiver.consume suspended")
+
+
+def _assert_same_sources(kernel: Document, page: Document) -> None:
+    for src in kernel.models:
+        if not isinstance(src, ColumnDataSource):
+            continue
+        other = page.get_model_by_id(src.id)
+        assert set(other.data) == set(src.data), src
+        for col, values in src.data.items():
+            a, b = np.asarray(values), np.asarray(other.data[col])
+            assert a.shape == b.shape, (src, col)
+            assert (a == b).all(), (src, col)
+
+
+def test_range_change_is_one_patch_that_updates_the_page_copy(dash: Dashboard) -> None:
+    c = dash.bokeh.comm
+    assert isinstance(c, RecordingComm)
+    mirror = _mirror(dash)
+    before = dash.bokeh.patches_sent
+    c.published.clear()
+    dash.range_slider.value = (3, 7)  # what the browser's slider sends
+    fragments = _patches(c)
+    # header, metadata and content of ONE PATCH-DOC; arrays inlined, no buffer fragments
+    assert len(fragments) == 3, [f[0].get("payload", "<bytes>")[:60] for f in fragments]
+    assert all(not b for _, b in fragments)
+    assert dash.bokeh.patches_sent == before + 1
+    assert _apply(mirror, fragments) == 1
+    _assert_same_sources(dash.doc, mirror)
+    assert mirror.get_model_by_id(dash.views.range_box.id).left == 2.5
+    # and a second change on top of the first (the page keeps applying patches)
+    c.published.clear()
+    dash.set_range(0, 12)
+    assert _apply(mirror, _patches(c)) == 1
+    _assert_same_sources(dash.doc, mirror)
+
+
+def test_tree_pick_and_key_node_change_reach_the_page_copy(dash: Dashboard) -> None:
+    c = dash.bokeh.comm
+    mirror = _mirror(dash)
+    c.published.clear()
+    dash.set_key_node("/model/conv1/conv2d")
+    assert _apply(mirror, _patches(c)) == 1
+    _assert_same_sources(dash.doc, mirror)
+    kernels = mirror.get_model_by_id(dash.views.kernel_src.id).data
+    assert len(kernels["kernel"]) == len(dash.views.kernel_src.data["kernel"]) > 0
+    # picking a node: the kernel table in full, the bars' alpha column alone (BokehJS merges a
+    # partial column update into the source; Bokeh's Python side replaces the data, so only
+    # that column is compared here)
+    c.published.clear()
+    dash.set_node("/model/conv1")
+    assert _apply(mirror, _patches(c)) == 1
+    kernels = mirror.get_model_by_id(dash.views.kernel_src.id).data
+    assert list(kernels["calls"]) == list(dash.views.kernel_src.data["calls"])
+    alpha = mirror.get_model_by_id(dash.views.gpu_src.id).data["alpha"]
+    assert np.array_equal(alpha, dash.views.gpu_src.data["alpha"])
+    assert (np.asarray(alpha) < 0.5).any() and (np.asarray(alpha) > 0.5).any()
+
+
+def test_changes_outside_a_batch_are_sent_at_once(dash: Dashboard) -> None:
+    c = dash.bokeh.comm
+    mirror = _mirror(dash)
+    c.published.clear()
+    dash.views.lod_note.text = "changed by a script"
+    assert _apply(mirror, _patches(c)) == 1
+    assert mirror.get_model_by_id(dash.views.lod_note.id).text == "changed by a script"
