@@ -12,13 +12,13 @@ import json
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
 from jlprof import runs
+from tests.ui.conftest import write_notebook
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 
@@ -56,18 +56,6 @@ NOTEBOOK_B = [
 ]
 
 
-def write(path: Path, cells: list[str]) -> nbformat.NotebookNode:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
-    return nb
-
-
 def text(cell) -> str:
     """Everything a cell showed as text: streams, text/plain, text/html."""
     parts = []
@@ -83,13 +71,13 @@ def text(cell) -> str:
 @pytest.fixture(scope="module")
 def notebooks(tmp_path_factory, need_nsys):
     a_dir, b_dir = tmp_path_factory.mktemp("nb_a"), tmp_path_factory.mktemp("nb_b")
-    write(b_dir / "b.ipynb", NOTEBOOK_B)
+    write_notebook(b_dir, "b.ipynb", NOTEBOOK_B)
     runner_b = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
          "--ExecutePreprocessor.timeout=240", "--output", "b_out.ipynb", "b.ipynb"],
         cwd=b_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    nb_a = write(a_dir / "a.ipynb", NOTEBOOK_A)
+    nb_a = nbformat.read(write_notebook(a_dir, "a.ipynb", NOTEBOOK_A), as_version=4)
     client = NotebookClient(nb_a, timeout=120, resources={"metadata": {"path": str(a_dir)}})
     with client.setup_kernel():
         for index, cell in enumerate(nb_a.cells):
