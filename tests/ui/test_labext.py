@@ -2,15 +2,14 @@
 
 Asserts on what the extension does: the %%dlprof header it inserts (from its settings), that
 the cell is run, the Profiles sidebar's entries (numbers from a real Profile.headline()), and
-the notebook it creates to reopen a profile, which re-analyses the run with the real magic and
-shows its dashboard (the magic's own behaviour is tested in tests/magics).
+the notebook it creates to reopen a profile. The magic itself is another issue's: outputs of
+%%dlprof / %dlprof are not checked here.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -195,11 +194,6 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
         f"%dlprof --database jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
     ]
     wait_ran(page)
-    # ... and the real %dlprof re-analyses it: the dashboard shows the run's iteration count
-    cards = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jlprof-dashboard .jlprof-cards")
-    cards.wait_for(timeout=90_000)
-    found = re.search(r"Iterations found\s+(\d+)", cards.inner_text())
-    assert found and int(found.group(1)) == numbers["iterations"], cards.inner_text()
     screenshot(page, "labext-opened-profile")
 
     # file browser: "Open in jlprof" on a .nsys-rep opens its export the same way
