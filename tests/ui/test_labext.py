@@ -114,7 +114,27 @@ def _ns(ns: float) -> str:
 
 
 def wait_notebook_open(page: Any, path: str) -> None:
-    """Wait until ``path`` is the current notebook and its cells are on the page."""
+    """Wait until ``path`` is open with its cells on the page, then make it the current notebook.
+
+    Opened, not necessarily in front: now and then the file browser's own "Directory not found"
+    dialog (a race in its go-to-path) takes the focus back to the previous tab.
+    """
+    page.wait_for_function(
+        """(p) => {
+            for (const w of window.jupyterapp.shell.widgets('main')) {
+                if (w.context && w.context.path === p && w.content.widgets.length > 0) return true;
+            }
+            return false;
+        }""",
+        arg=path,
+    )
+    stray = page.locator(".jp-Dialog button", has_text="Close")
+    if stray.count():
+        stray.first.click()
+    page.evaluate(
+        "(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p}).then(() => 0)",
+        path,
+    )
     page.wait_for_function(
         """(p) => {
             const w = window.jupyterapp.shell.currentWidget;
