@@ -74,7 +74,7 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     # GPU idle inside an instance: its GPU span minus the union of its GPU work
     if ok.any():
         gi, gs, ge = g_inst[ok], g["start_ns"].to_numpy(np.int64)[ok], g["end_ns"].to_numpy()[ok]
-        union = intervals.union_length(gi, gs, ge, n)
+        union = intervals.union_length(gi, gs, ge, n, g["isolated"].to_numpy(bool)[ok])
         first = np.full(n, np.iinfo(np.int64).max)
         last = np.full(n, np.iinfo(np.int64).min)
         np.minimum.at(first, gi, gs)
@@ -94,11 +94,20 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     )
 
 
-def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
-    """count + sum/min/max of each column per integer key: one sort, then reduceat."""
+def _group_stats(
+    key: np.ndarray, cols: dict[str, np.ndarray], minmax: tuple[str, ...] | None = None
+) -> pd.DataFrame:
+    """count + sum (and min/max for ``minmax``, default all) of each column per integer key.
+
+    One sort, then reduceat. Only the columns a report shows as Min/Max get them: the
+    per-iteration cube is the largest thing a loaded profile keeps in memory.
+    """
     key = np.asarray(key, dtype=np.int64)
+    mm = set(cols) if minmax is None else set(minmax)
     if len(key) == 0:
-        names = [f"{c}_{f}" for c in cols for f in ("sum", "min", "max")] + ["calls"]
+        names = [
+            f"{c}_{f}" for c in cols for f in (("sum", "min", "max") if c in mm else ("sum",))
+        ] + ["calls"]
         return pd.DataFrame(
             {n: pd.Series([], dtype="int64") for n in names},
             index=pd.Index([], dtype="int64", name="key"),
@@ -110,8 +119,10 @@ def _group_stats(key: np.ndarray, cols: dict[str, np.ndarray]) -> pd.DataFrame:
     for name, v in cols.items():
         vs = np.asarray(v, dtype=np.int64)[order]
         out[f"{name}_sum"] = np.add.reduceat(vs, starts)
-        out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
-        out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
+        if name in mm:
+            out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
+            out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
+        del vs
     out["calls"] = np.diff(np.append(starts, len(k)))
     return pd.DataFrame(out, index=pd.Index(k[starts], name="key"), copy=False)
 
@@ -172,6 +183,7 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
             "kernel": m.kernel_ns,
             "n_gpu": m.n_gpu,
         },
+        minmax=("cpu", "gpu", "overhead", "idle"),  # the detail/op-type reports' Min/Max
     )
     op_iter.index = pd.MultiIndex.from_arrays(
         [op_iter.index.to_numpy() % n_ops, op_iter.index.to_numpy() // n_ops],
@@ -261,30 +273,57 @@ def _explode(path_of_row: np.ndarray, src: np.ndarray, dst: np.ndarray):
 
 
 def _flatten_to_groups(
-    path: np.ndarray,
-    iteration: np.ndarray,
+    pair: np.ndarray,
     start: np.ndarray,
     end: np.ndarray,
-    src: np.ndarray,
-    dst: np.ndarray,
-    keys: np.ndarray,
-    n_it: int,
+    alone: np.ndarray,
+    spread: tuple[np.ndarray, np.ndarray],
+    n_pairs: int,
+    nk: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Union length, first start and last end per (group, iteration) key of ``keys``."""
-    nk = len(keys)
+    """Union length, first start and last end of GPU work per (group, iteration) key.
+
+    ``pair`` indexes each interval's (path, iteration) pair (-1: none); ``spread`` = (pair
+    row, key) lists every pair once per group node above its path. Work is summed per pair
+    first and then spread. Intervals that overlap no other (``alone``, see
+    :func:`intervals.isolated`) just add their lengths; only the rest is flattened, per
+    pair and then per key.
+    """
     first = np.full(nk, np.iinfo(np.int64).max)
     last = np.full(nk, np.iinfo(np.int64).min)
-    if len(path) == 0 or nk == 0:
+    keep = pair >= 0
+    if not keep.any() or nk == 0:
         return np.zeros(nk, np.int64), first, last
-    k1, s1, e1 = intervals.merge(path * n_it + iteration, start, end)
-    r, grp = _explode(k1 // n_it, src, dst)
-    key = grp * n_it + (k1 % n_it)[r]
-    pos = np.minimum(np.searchsorted(keys, key), nk - 1)
-    ok = keys[pos] == key
-    pk, ps, pe = pos[ok], s1[r][ok], e1[r][ok]
-    np.minimum.at(first, pk, ps)
-    np.maximum.at(last, pk, pe)
-    return intervals.union_length(pk, ps, pe, nk), first, last
+    pair, start, alone = pair[keep], start[keep], alone[keep]
+    end = np.maximum(end[keep], start)
+    p_alone = np.bincount(pair[alone], weights=(end - start)[alone], minlength=n_pairs)
+    p_first = np.full(n_pairs, np.iinfo(np.int64).max)
+    p_last = np.full(n_pairs, np.iinfo(np.int64).min)
+    np.minimum.at(p_first, pair, start)
+    np.maximum.at(p_last, pair, end)
+    r, kinv = spread
+    np.minimum.at(first, kinv, p_first[r])
+    np.maximum.at(last, kinv, p_last[r])
+    gpu = np.bincount(kinv, weights=p_alone[r], minlength=nk)
+    rest = ~alone
+    if rest.any():
+        k1, s1, e1 = intervals.merge(pair[rest], start[rest], end[rest])
+        # each merged piece once per key of its pair: the spread rows of pair k1 form one run
+        bounds = np.searchsorted(r, np.arange(n_pairs + 1))
+        lo, cnt = bounds[k1], bounds[k1 + 1] - bounds[k1]
+        piece = np.repeat(np.arange(len(k1)), cnt)
+        row = np.repeat(lo, cnt) + (np.arange(len(piece)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        gpu += intervals.union_length(kinv[row], s1[piece], e1[piece], nk)
+    return gpu.astype(np.int64), first, last
+
+
+def _sorted_factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(x, return_inverse=True) by hashing, then sorting only the uniques."""
+    uniq, inv = _factorize(x)
+    order = np.argsort(uniq)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return uniq[order], rank[inv]
 
 
 def _factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -322,7 +361,7 @@ def _group_iter(
         "tc": np.bincount(pinv, weights=elig & uses, minlength=len(pk)),
     }
     r, grp = _explode(pk // n_it, src, dst)
-    keys, kinv = np.unique(grp * n_it + (pk % n_it)[r], return_inverse=True)
+    keys, kinv = _sorted_factorize(grp * n_it + (pk % n_it)[r])
     nk = len(keys)
     summed = {k: np.bincount(kinv, weights=v[r], minlength=nk).astype(np.int64)
               for k, v in per_path.items()}  # fmt: skip
@@ -356,15 +395,18 @@ def _group_iter(
     g = c.gpu
     gi = g["inst"].to_numpy(np.int64)
     gsel = gi >= 0
+    g_start = g["start_ns"].to_numpy(np.int64)
+    g_end = g["end_ns"].to_numpy(np.int64)
+    gpu_pair = np.full(len(g), -1, dtype=np.int64)  # GPU work of pairs with no instance: none
+    gpu_pair[gsel] = pd.Index(pk).get_indexer(inst_path[gi[gsel]] * n_it + gpu_iter[gsel])
     gpu, first, last = _flatten_to_groups(
-        inst_path[gi[gsel]],
-        gpu_iter[gsel],
-        g["start_ns"].to_numpy(np.int64)[gsel],
-        g["end_ns"].to_numpy(np.int64)[gsel],
-        src,
-        dst,
-        keys,
-        n_it,
+        gpu_pair,
+        g_start,
+        g_end,
+        g["isolated"].to_numpy(bool),
+        (r, kinv),
+        len(pk),
+        nk,
     )
     span = np.where(last > first, last - first, 0)
     # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on
@@ -404,6 +446,30 @@ def gpu_lanes(c: Correlated) -> tuple[np.ndarray, list[str]]:
     return lane.astype(np.int64), labels
 
 
+def _host_busy(c: Correlated, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals whose union is the host's busy time: NVTX ranges and API calls.
+
+    A nested range lies inside its parent and a call inside the range it is attributed to,
+    so the outermost ranges plus the calls outside every range have the same union as all
+    of them, at a fraction of the rows to flatten.
+    """
+    inst = c.inst
+    root = real & (inst["parent"].to_numpy(np.int64) < 0)
+    a_inst = c.api["inst"].to_numpy(np.int64)
+    in_range = (a_inst >= 0) & real[np.maximum(a_inst, 0)]
+    return (
+        np.concatenate(
+            [
+                inst["start_ns"].to_numpy(np.int64)[root],
+                c.api["start_ns"].to_numpy(np.int64)[~in_range],
+            ]
+        ),
+        np.concatenate(
+            [inst["end_ns"].to_numpy(np.int64)[root], c.api["end_ns"].to_numpy(np.int64)[~in_range]]
+        ),
+    )
+
+
 def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
     """Priority partition of each iteration's wall time, per lane (GPU)."""
     lane, labels = gpu_lanes(c)
@@ -427,14 +493,7 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
     host = [
         (inst["start_ns"].to_numpy(np.int64)[dl], inst["end_ns"].to_numpy(np.int64)[dl]),
         (c.trace.osrt["start_ns"].to_numpy(np.int64), c.trace.osrt["end_ns"].to_numpy(np.int64)),
-        (
-            np.concatenate(
-                [inst["start_ns"].to_numpy(np.int64)[real], c.api["start_ns"].to_numpy(np.int64)]
-            ),
-            np.concatenate(
-                [inst["end_ns"].to_numpy(np.int64)[real], c.api["end_ns"].to_numpy(np.int64)]
-            ),
-        ),
+        _host_busy(c, real),
     ]
     for s, e in host:
         _, ms, me = intervals.merge(np.zeros(len(s), np.int64), s, e)

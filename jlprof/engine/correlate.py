@@ -12,7 +12,8 @@ frame      correlation columns
            synthetic instance it created
 ``gpu``    ``api``: launching call (same correlationId **and** process); ``inst``: op instance
            (the call's, else a synthetic one); ``api_share_ns``: the call's time split over
-           the work it launched (graph launches share one call)
+           the work it launched (graph launches share one call); ``isolated``: overlaps no
+           other GPU work (flattening can sum it: :func:`intervals.isolated`)
 =========  ===========================================================================
 
 Everything is sort + searchsorted; the only Python loops run over nesting depth and
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from jlprof.engine import schema
+from jlprof.engine import intervals, schema
 from jlprof.engine.ops import parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
@@ -69,7 +70,14 @@ class _Keys:
         return np.asarray(lane, np.int64) * self.span + rel
 
 
-def _nest(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _range_order(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Ranges in (lane, start, -end) order: containers before what they contain."""
+    return np.lexsort((-end, start, lane))
+
+
+def _nest(
+    lane: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray | None = None
+) -> np.ndarray:
     """Parent (innermost containing range in the same lane) of every range; -1 for roots.
 
     In the order (lane, start, -end) the innermost container of a range is the nearest
@@ -82,7 +90,7 @@ def _nest(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     parent = np.full(n, NONE, dtype=np.int64)
     if n == 0:
         return parent
-    order = np.lexsort((-end, start, lane))
+    order = _range_order(lane, start, end) if order is None else order
     L, E = lane[order], end[order]
     cand = np.arange(-1, n - 1, dtype=np.int64)
     cand[1:][L[1:] != L[:-1]] = NONE
@@ -106,12 +114,13 @@ def _innermost(
     q_lane: np.ndarray,
     q_start: np.ndarray,
     q_end: np.ndarray,
+    order: np.ndarray | None = None,
 ) -> np.ndarray:
     """Innermost range of lane ``q_lane`` containing each query interval; -1 when none."""
     out = np.full(len(q_lane), NONE, dtype=np.int64)
     if len(lane) == 0 or len(q_lane) == 0:
         return out
-    order = np.lexsort((-end, start, lane))
+    order = _range_order(lane, start, end) if order is None else order
     keys = _Keys(int(max(lane.max(), q_lane.max())) + 1, start, end, q_start, q_end)
     skey = keys(lane[order], start[order])
     valid = q_lane >= 0
@@ -219,8 +228,10 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     lane = np.where(nestable, lane_id, NONE).astype(np.int64)
     r_parent = np.full(len(nv), NONE, dtype=np.int64)
     nest_rows = np.flatnonzero(nestable)
+    n_lane, n_start, n_end = lane[nest_rows], r_start[nest_rows], r_end[nest_rows]
+    n_order = _range_order(n_lane, n_start, n_end)  # shared by nesting and every domain's calls
     if len(nest_rows):
-        p = _nest(lane[nest_rows], r_start[nest_rows], r_end[nest_rows])
+        p = _nest(n_lane, n_start, n_end, n_order)
         r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
 
     # ---- API call -> innermost range on its thread (latest-starting across domains)
@@ -230,20 +241,13 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     a_inst = np.full(len(api), NONE, dtype=np.int64)
     if len(nest_rows) and len(api):
         lanes = pd.DataFrame({"tid": lane_tid, "dom": lane_dom})
+        n_parent = _local_parent(r_parent, nest_rows)
         for d in np.unique(lanes["dom"].to_numpy()):
             sel = lanes.index[lanes["dom"] == d]
             idx = pd.Index(lanes.loc[sel, "tid"].to_numpy())
             hit = idx.get_indexer(a_tid)
             q_lane = np.where(hit >= 0, sel.to_numpy()[np.maximum(hit, 0)], NONE)
-            c = _innermost(
-                lane[nest_rows],
-                r_start[nest_rows],
-                r_end[nest_rows],
-                _local_parent(r_parent, nest_rows),
-                q_lane,
-                a_start,
-                a_end,
-            )
+            c = _innermost(n_lane, n_start, n_end, n_parent, q_lane, a_start, a_end, n_order)
             c = np.where(c >= 0, nest_rows[np.maximum(c, 0)], NONE)
             better = (c >= 0) & (
                 (a_inst < 0) | (r_start[np.maximum(c, 0)] > r_start[np.maximum(a_inst, 0)])
@@ -294,9 +298,13 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     # ---- op identity: parse unique texts, then synthetic names
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
     parsed = parse_texts(list(text_cats))
-    api_names = api["name"].astype(object).to_numpy() if len(api) else np.zeros(0, object)
-    gpu_names = gpu["name"].astype(object).to_numpy() if len(gpu) else np.zeros(0, object)
-    un_names = np.concatenate([api_names[un_api], gpu_names[un_gpu]]).astype(str)
+    # names of the unassociated rows only (not 1M-row object arrays)
+    un_names = np.concatenate(
+        [
+            np.asarray(api["name"].array.take(un_api), dtype=object),
+            np.asarray(gpu["name"].array.take(un_gpu), dtype=object),
+        ]
+    ).astype(str)
     op_frames = [parsed[["op_name", "op_type", "direction", "op_id"]]]
     un_uniq, un_inv = np.unique(un_names, return_inverse=True)
     op_frames.append(
@@ -362,6 +370,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     is_kernel = (gpu["kind"] == "kernel").to_numpy()
     gpu["uses_tc"] = is_kernel & kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool)
     gpu["is_memory"] = ~is_kernel
+    gpu["isolated"] = intervals.isolated(g_start, g_end)
 
     times = [a for a in (r_start, r_end, a_start, a_end, g_start, g_end) if len(a)]
     if trace.osrt is not None and len(trace.osrt):

@@ -1,9 +1,13 @@
-"""Give freed memory back to the OS between stages.
+"""How the engine uses the C heap: reuse freed memory within a stage, give it back after.
 
-Each stage frees hundreds of MB of temporaries (Arrow buffers, sort permutations). glibc
-keeps such memory in its heap, so the process's RSS keeps every stage's peak; at 1M
-kernels that was the difference between ~1.08 GB and ~0.95 GB peak (BENCHMARKS.md).
-``malloc_trim`` returns the free heap to the OS; it is a no-op where glibc is absent.
+Every stage allocates and frees hundreds of MB of 1M-row arrays (Arrow buffers, sort
+permutations, gathered columns). With glibc's defaults each such array of more than a few
+MB is a fresh ``mmap``: its pages fault in one by one and are zeroed, and in the VMs we run
+on that was ~30 % of the whole load's CPU time (BENCHMARKS.md, 2026-11-23). Inside
+:func:`heavy_stage` large blocks come from the heap instead, so a freed permutation is
+reused by the next one; when the outermost stage ends, ``malloc_trim`` returns the free
+heap to the OS so a notebook kernel does not keep the stage's peak. Where glibc is absent
+(macOS, musl) both are no-ops.
 """
 
 from __future__ import annotations
@@ -11,7 +15,20 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
+
+# mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# glibc's dynamic mmap threshold grows to at most 32 MB, the most mallopt accepts on 64-bit;
+# it trims the heap top when more than twice that is free
+_MMAP_MAX = 32 * 1024 * 1024
+_STAGE_TRIM = 2**31 - 1  # an int: never trim the heap top within a stage
+_lock = threading.Lock()
+_depth = 0
 
 
 @cache
@@ -21,13 +38,40 @@ def _libc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.malloc_trim  # noqa: B018 - musl has no malloc_trim
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         return libc
     except (OSError, AttributeError):
         return None
 
 
 def trim() -> None:
-    """Return free heap memory to the OS (glibc); cheap, safe to call after any stage."""
+    """Return free heap memory to the OS (glibc), unless a heavy stage is still running."""
     libc = _libc()
-    if libc is not None:
+    if libc is not None and _depth == 0:
         libc.malloc_trim(0)
+
+
+@contextmanager
+def heavy_stage() -> Iterator[None]:
+    """Within the block, big arrays reuse freed heap memory; after it, give memory back.
+
+    Nests: only the outermost block changes the allocator's thresholds and trims.
+    """
+    global _depth
+    libc = _libc()
+    if libc is None:
+        yield
+        return
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX)
+            libc.mallopt(_M_TRIM_THRESHOLD, _STAGE_TRIM)
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                libc.mallopt(_M_TRIM_THRESHOLD, 2 * _MMAP_MAX)
+                libc.malloc_trim(0)

@@ -23,7 +23,7 @@ from jlprof.engine.iterations import (
     key_node_instances,
     suggest_key_nodes,
 )
-from jlprof.engine.memory import trim
+from jlprof.engine.memory import heavy_stage
 from jlprof.engine.trace import Trace
 from jlprof.errors import AnalysisError
 
@@ -65,9 +65,9 @@ class Profile:
         self.profile_name = profile_name
         self.domains = domains
         say("correlating GPU work, API calls and NVTX ranges")
-        self.correlated: Correlated = correlate(trace, domains)
-        self.metrics: InstanceMetrics = instance_metrics(self.correlated)
-        trim()
+        with heavy_stage():
+            self.correlated: Correlated = correlate(trace, domains)
+            self.metrics: InstanceMetrics = instance_metrics(self.correlated)
         self._cubes: dict[str | None, Cube] = {}
         self._memo: dict[tuple, Any] = {}  # per (what, key node, range): small frames only
         self.key_node_given = key_node is not None
@@ -135,9 +135,10 @@ class Profile:
         """Per-iteration partial aggregates for the current key node (cached)."""
         cube = self._cubes.get(self.key_node)
         if cube is None:
-            it = find_iterations(self.correlated, self.key_node)
-            cube = self._cubes[self.key_node] = build_cube(self.correlated, self.metrics, it)
-            trim()
+            with heavy_stage():
+                it = find_iterations(self.correlated, self.key_node)
+                cube = build_cube(self.correlated, self.metrics, it)
+            self._cubes[self.key_node] = cube
         return cube
 
     def memo(self, what: str, lo: int, hi: int, build: Callable[[], Any]) -> Any:
@@ -199,7 +200,8 @@ class Profile:
         if name not in REPORTS:
             raise AnalysisError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}.")
         lo, hi = self.range_of(iter_start, iter_stop)
-        return tables.build(self, name, lo, hi)
+        with heavy_stage():
+            return tables.build(self, name, lo, hi)
 
     def summary(self, iter_start: int | None = None, iter_stop: int | None = None) -> dict:
         """The summary report's five tables, keyed by the guide's table names."""
@@ -292,17 +294,18 @@ def load(
         from jlprof.nsys import ensure_sqlite
 
         path = ensure_sqlite(path)
-    trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
-    return Profile(
-        trace,
-        key_node=key_node,
-        iter_start=iter_start,
-        iter_stop=iter_stop,
-        domains=domains,
-        mode=mode,
-        profile_name=profile_name,
-        progress=progress,
-    )
+    with heavy_stage():
+        trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
+        return Profile(
+            trace,
+            key_node=key_node,
+            iter_start=iter_start,
+            iter_stop=iter_stop,
+            domains=domains,
+            mode=mode,
+            profile_name=profile_name,
+            progress=progress,
+        )
 
 
 __all__ = ["DEFAULT_KEY_NODES", "MODES", "REPORTS", "Profile", "load", "np"]

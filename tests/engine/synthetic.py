@@ -22,7 +22,11 @@ class Loop:
     kernels: list[dict]
 
 
-def training_loop(seed: int = 0, iters: int = 6, gpus: int = 1, idle_gpus: int = 0) -> Loop:
+def training_loop(
+    seed: int = 0, iters: int = 6, gpus: int = 1, idle_gpus: int = 0, overlap: float = 0.0
+) -> Loop:
+    """``overlap``: chance that a kernel starts while the previous one still runs (as on a
+    second stream), so the GPU work mixes isolated and overlapping kernels."""
     r = np.random.default_rng(seed)
     ranges, calls, kernels = [], [], []
     corr = defaultdict(int)
@@ -40,6 +44,8 @@ def training_loop(seed: int = 0, iters: int = 6, gpus: int = 1, idle_gpus: int =
                     a1 = a0 + int(r.integers(1, 8))
                     calls.append(call(a0, a1, corr[pid], pid=pid))
                     gs = max(gpu_t, a1 + int(r.integers(0, 10)))
+                    if overlap and kernels and r.random() < overlap:
+                        gs = max(kernels[-1]["start_ns"] + 1, a1)  # may start mid-kernel
                     ge = gs + int(r.integers(5, 60))
                     name = {
                         "conv": "volta_h884cudnn_conv",
@@ -47,7 +53,7 @@ def training_loop(seed: int = 0, iters: int = 6, gpus: int = 1, idle_gpus: int =
                         "relu": "elementwise_relu",
                     }[op]
                     kernels.append(kernel(gs, ge, corr[pid], pid=pid, device=g, name=name))
-                    gpu_t = ge
+                    gpu_t = max(gpu_t, ge)
                     t = a1
                 t += int(r.integers(1, 5))
                 ranges.append(rng(op, o0, t, pid=pid))

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from jlprof.engine.intervals import clip_to_windows, merge, union_length
+from jlprof.engine.intervals import clip_to_windows, isolated, merge, union_length
 
 
 def brute_union(group, start, end, ngroups):
@@ -48,3 +48,26 @@ def test_empty_inputs():
     z = np.zeros(0, np.int64)
     assert union_length(z, z, z, 3).tolist() == [0, 0, 0]
     assert all(len(a) == 0 for a in clip_to_windows(z, z, np.array([0, 1])))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_isolated_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = 40
+    start = rng.integers(0, 400, n)
+    end = start + rng.integers(0, 30, n)
+    got = isolated(start, end)
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        overlaps = any(start[i] < end[j] and start[j] < end[i] for j in others)
+        zero_inside = start[i] == end[i] and any(start[j] < start[i] < end[j] for j in others)
+        # an isolated interval overlaps nothing; a zero-length one may be either (adds 0)
+        if got[i]:
+            assert not overlaps
+        elif start[i] != end[i]:
+            assert overlaps or zero_inside
+    # the property the engine relies on: union = isolated lengths + union of the rest
+    rest = ~got
+    whole = union_length(np.zeros(n, int), start, end, 1)[0]
+    part = union_length(np.zeros(rest.sum(), int), start[rest], end[rest], 1)[0]
+    assert whole == (end - start)[got].sum() + part

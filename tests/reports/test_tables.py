@@ -231,3 +231,37 @@ def test_group_node_gpu_time_is_flattened_per_iteration(loop, prof):
     g = prof.report("group_node").set_index("Name")
     assert g.loc["/step", "Total GPU Time (ns)"] == sum(len(v) for v in per_iter.values())
     assert g.loc["/step", "Max GPU Time (ns)"] == max(len(v) for v in per_iter.values())
+
+
+@pytest.mark.parametrize("overlap", [0.3, 1.0])
+def test_group_node_gpu_time_with_overlapping_kernels(overlap):
+    """Kernels that overlap others are flattened, isolated ones summed: brute force per op."""
+    loop = training_loop(seed=5, iters=6, overlap=overlap)
+    b_kernels = loop.kernels
+    starts = np.array([k["start_ns"] for k in b_kernels])
+    ends = np.array([k["end_ns"] for k in b_kernels])
+    assert (starts[1:] < np.maximum.accumulate(ends)[:-1]).any()  # the loop really overlaps
+    prof = Profile(loop.trace, key_node="optimizer_step")
+    b = prof.iterations.bounds_ns
+    calls = {c["correlation_id"]: c for c in loop.calls}
+    op_of_call = {}
+    for c in loop.calls:
+        for r_ in loop.ranges:
+            if (
+                r_["text"] in ("conv", "relu", "linear")
+                and r_["start_ns"] <= c["start_ns"]
+                and (c["end_ns"] <= r_["end_ns"])
+            ):
+                op_of_call[c["correlation_id"]] = r_["text"]
+    per: dict[tuple[str, int], set[int]] = {}
+    for k in b_kernels:
+        c = calls[k["correlation_id"]]
+        it = int(np.searchsorted(b[1:-1], c["start_ns"], side="right"))
+        for name in ("/step", "/step/" + op_of_call[k["correlation_id"]]):
+            per.setdefault((name, it), set()).update(range(k["start_ns"], k["end_ns"]))
+    g = prof.report("group_node").set_index("Name")
+    total = lambda name: sum(len(v) for (n, _), v in per.items() if n == name)  # noqa: E731
+    assert g.loc["/step", "Total GPU Time (ns)"] == total("/step")
+    assert g.loc["/step", "Max GPU Time (ns)"] == max(
+        len(v) for (n, _), v in per.items() if n == "/step"
+    )
