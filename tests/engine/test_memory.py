@@ -1,0 +1,44 @@
+"""The heap policy of heavy stages: reuse freed memory inside, give it back after."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from jlprof.engine import memory
+
+linux_glibc = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or memory._libc() is None, reason="glibc only"
+)
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@linux_glibc
+def test_freed_arrays_stay_for_reuse_inside_and_go_back_after():
+    mb = 24  # below the 32 MB threshold: from the heap inside a stage
+    with memory.heavy_stage():
+        a = np.ones(mb * 2**20 // 8)
+        b = np.ones(mb * 2**20 // 8)  # keeps the first block off the heap top
+        del a
+        memory.trim()  # a stage in progress: trim must not undo the reuse
+        inside = _rss_kb()
+        c = np.ones(mb * 2**20 // 8)  # reuses the freed block: RSS does not grow by it
+        assert _rss_kb() - inside < mb * 1024 // 2
+        del b, c
+    after = _rss_kb()
+    assert inside - after > mb * 1024 // 2  # the outermost exit trimmed the free heap
+
+
+def test_stages_nest_and_survive_errors():
+    with pytest.raises(RuntimeError), memory.heavy_stage():
+        with memory.heavy_stage():
+            assert memory._depth == 2
+        raise RuntimeError("boom")
+    assert memory._depth == 0
