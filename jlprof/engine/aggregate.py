@@ -479,8 +479,18 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
     tc = g["uses_tc"].to_numpy(bool)
     mem = g["is_memory"].to_numpy(bool)
     cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    alone = g["isolated"].to_numpy(bool)
     for sel in (tc, ~tc & ~mem, mem):
-        cats.append(intervals.merge(lane[sel], gs[sel], ge[sel]))
+        # work that overlaps nothing is already a flattened piece of its own
+        ml, ms, me = intervals.merge(lane[sel & ~alone], gs[sel & ~alone], ge[sel & ~alone])
+        one = sel & alone
+        cats.append(
+            (
+                np.concatenate([ml, lane[one]]),
+                np.concatenate([ms, gs[one]]),
+                np.concatenate([me, np.maximum(ge[one], gs[one])]),
+            )
+        )
     # host categories apply to every lane: merge once, then replicate
     ops = c.ops
     is_dl = (
