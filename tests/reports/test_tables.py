@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from jlprof.engine.profile import REPORTS, Profile
+from jlprof.engine.trace import GLOBAL_PID_MASK
 from jlprof.errors import AnalysisError
 
 from ..engine.frames import call, gpu_info, kernel, make_trace, rng
@@ -265,3 +266,37 @@ def test_group_node_gpu_time_with_overlapping_kernels(overlap):
     assert g.loc["/step", "Max GPU Time (ns)"] == max(
         len(v) for (n, _), v in per.items() if n == "/step"
     )
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(None, None), (1, 3)])
+def test_iteration_report_rows_in_order_and_consistent(lo, hi):
+    """Two GPUs: the export lists GPU 0's kernels, then GPU 1's, so rows must be reordered."""
+    loop = training_loop(seed=7, iters=5, gpus=2)
+    prof = Profile(loop.trace, key_node="optimizer_step")
+    rep = prof.report("iteration", iter_start=lo, iter_stop=hi)
+    key = list(zip(rep["Iteration"], rep["GPU Start Time (ns)"], strict=True))
+    assert key == sorted(key)
+    first, last = prof.range_of(lo, hi)
+    assert rep["Iteration"].between(first, last).all()
+    b = prof.iterations.bounds_ns
+    calls = {(c["global_tid"] & GLOBAL_PID_MASK, c["correlation_id"]): c for c in loop.calls}
+    expected = []
+    for k in loop.kernels:
+        c = calls[(k["global_pid"] & GLOBAL_PID_MASK, k["correlation_id"])]
+        it = int(np.searchsorted(b[1:-1], c["start_ns"], side="right"))
+        if first <= it <= last:
+            expected.append(
+                (it, k["start_ns"], k["end_ns"] - k["start_ns"], c["start_ns"], k["device_id"])
+            )
+    got = list(
+        zip(
+            rep["Iteration"],
+            rep["GPU Start Time (ns)"],
+            rep["GPU Time (ns)"],
+            rep["API Call Start (ns)"],
+            rep["Device ID"],
+            strict=True,
+        )
+    )
+    assert sorted(got) == sorted(expected)
+    assert got == sorted(got, key=lambda r: (r[0], r[1]))
