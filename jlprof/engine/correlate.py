@@ -259,14 +259,19 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     if len(gpu) and len(api):
         a_pid = a_tid & GLOBAL_PID_MASK
         g_pid = gpu["global_pid"].to_numpy(np.int64) & GLOBAL_PID_MASK
-        pid_codes, _ = pd.factorize(np.concatenate([a_pid, g_pid]))
         corr_a = api["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
         corr_g = gpu["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
-        ka = pid_codes[: len(api)].astype(np.int64) << 40 | corr_a
-        kg = pid_codes[len(api) :].astype(np.int64) << 40 | corr_g
+        pids = (a_pid.min(), a_pid.max(), g_pid.min(), g_pid.max())
+        if min(pids) == max(pids):  # one process (the usual case): no 2M-row hashing
+            ka, kg = corr_a, corr_g
+        else:
+            pid_codes, _ = pd.factorize(np.concatenate([a_pid, g_pid]))
+            ka = pid_codes[: len(api)].astype(np.int64) << 40 | corr_a
+            kg = pid_codes[len(api) :].astype(np.int64) << 40 | corr_g
         asort = np.argsort(ka, kind="stable")
-        pos = np.clip(np.searchsorted(ka[asort], kg), 0, len(ka) - 1)
-        found = (ka[asort][pos] == kg) & (gpu["correlation_id"].to_numpy() >= 0)
+        ka_sorted = ka[asort]
+        pos = np.clip(np.searchsorted(ka_sorted, kg), 0, len(ka) - 1)
+        found = (ka_sorted[pos] == kg) & (gpu["correlation_id"].to_numpy() >= 0)
         g_api[found] = asort[pos[found]]
 
     # ---- synthetic unassociated instances
