@@ -51,6 +51,21 @@ def trim() -> None:
         libc.malloc_trim(0)
 
 
+def release_reader_memory() -> None:
+    """Return what reading left behind, even inside a stage: later stages cannot reuse it.
+
+    Arrow's pool (mimalloc) keeps the pages of freed column buffers for Arrow alone, and
+    the reader's worker threads free into glibc arenas that the main thread's stages do
+    not draw from. At 1M kernels this took the peak RSS from ~1.0 GB to ~0.8 GB.
+    """
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        pa.default_memory_pool().release_unused()
+
+
 @contextmanager
 def heavy_stage() -> Iterator[None]:
     """Within the block, big arrays reuse freed heap memory; after it, give memory back.

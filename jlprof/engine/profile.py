@@ -65,15 +65,15 @@ class Profile:
         self.profile_name = profile_name
         self.domains = domains
         say("correlating GPU work, API calls and NVTX ranges")
-        with heavy_stage():
+        with heavy_stage():  # correlation and the first cube reuse each other's memory
             self.correlated: Correlated = correlate(trace, domains)
             self.metrics: InstanceMetrics = instance_metrics(self.correlated)
-        self._cubes: dict[str | None, Cube] = {}
-        self._memo: dict[tuple, Any] = {}  # per (what, key node, range): small frames only
-        self.key_node_given = key_node is not None
-        say("finding iterations")
-        self.key_node: str | None = self._resolve_key_node(key_node)
-        self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
+            self._cubes: dict[str | None, Cube] = {}
+            self._memo: dict[tuple, Any] = {}  # per (what, key node, range): small frames
+            self.key_node_given = key_node is not None
+            say("finding iterations")
+            self.key_node: str | None = self._resolve_key_node(key_node)
+            self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
 
     # ---- key node and range -------------------------------------------------------------
     def _resolve_key_node(self, key_node: str | None) -> str | None:
@@ -294,18 +294,18 @@ def load(
         from jlprof.nsys import ensure_sqlite
 
         path = ensure_sqlite(path)
-    with heavy_stage():
-        trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
-        return Profile(
-            trace,
-            key_node=key_node,
-            iter_start=iter_start,
-            iter_stop=iter_stop,
-            domains=domains,
-            mode=mode,
-            profile_name=profile_name,
-            progress=progress,
-        )
+    # not a heavy stage: the reader's threads must trim their heaps as they free
+    trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
+    return Profile(
+        trace,
+        key_node=key_node,
+        iter_start=iter_start,
+        iter_stop=iter_stop,
+        domains=domains,
+        mode=mode,
+        profile_name=profile_name,
+        progress=progress,
+    )
 
 
 __all__ = ["DEFAULT_KEY_NODES", "MODES", "REPORTS", "Profile", "load", "np"]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import schema
-from jlprof.engine.memory import trim
+from jlprof.engine.memory import release_reader_memory
 from jlprof.engine.trace import (
     API_COLUMNS,
     GLOBAL_PID_MASK,
@@ -597,7 +597,7 @@ def read_trace(
         ) from exc
     finally:
         conn.close()
-    trim()  # the Arrow buffers and temporaries of reading are gone: give them back
+    release_reader_memory()  # the Arrow buffers and the reader threads' heaps
     warnings = []
     if not len(gpu) and not len(nvtx) and not len(api):
         warnings.append("the export holds no CUDA, NVTX or API events")

@@ -42,3 +42,15 @@ def test_stages_nest_and_survive_errors():
             assert memory._depth == 2
         raise RuntimeError("boom")
     assert memory._depth == 0
+
+
+@linux_glibc
+def test_arrow_buffers_of_reading_are_given_back():
+    pa = pytest.importorskip("pyarrow")
+    pc = pytest.importorskip("pyarrow.compute")
+    a = pa.array(np.arange(6 * 2**20))  # 48 MB, as the reader's Arrow columns
+    b = pc.multiply(a, 2)  # allocated by Arrow's own pool (mimalloc), which keeps freed pages
+    del a, b
+    before = _rss_kb()
+    memory.release_reader_memory()
+    assert before - _rss_kb() > 20 * 1024
