@@ -11,11 +11,12 @@ import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { Contents, ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { describeProfile } from './api';
-import { profileCells } from './format';
+import { profileCells, profileNotebookName } from './format';
 import { DEFAULT_HEADER_OPTIONS, IHeaderOptions, addHeader, toggleHeader } from './header';
 import { ProfilesSidebar } from './sidebar';
 
@@ -217,6 +218,33 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
+/** How many profile-<stem>[-N].ipynb names to try before taking an Untitled one. */
+const NAME_ATTEMPTS = 50;
+
+/**
+ * A free path for the new notebook in `openDir`. Created under its final name, never
+ * created then renamed: a file that vanishes while the file browser lists its folder makes
+ * the server answer the whole listing with 404, and JupyterLab shows 'Directory not found'.
+ */
+async function freeNotebookPath(
+  contents: Contents.IManager,
+  database: string,
+  openDir: string
+): Promise<string> {
+  for (let attempt = 0; attempt < NAME_ATTEMPTS; attempt++) {
+    const path = PathExt.join(openDir, profileNotebookName(database, attempt));
+    try {
+      await contents.get(path, { content: false });
+    } catch (err) {
+      if (err instanceof ServerConnection.ResponseError && err.response.status === 404) {
+        return path; // name free
+      }
+      throw err;
+    }
+  }
+  return (await contents.newUntitled({ path: openDir, type: 'notebook' })).path;
+}
+
 /** A new notebook beside the profile with the cells that reanalyse it; opened in the main area. */
 async function createProfileNotebook(
   app: JupyterFrontEnd,
@@ -224,15 +252,7 @@ async function createProfileNotebook(
   openDir: string
 ): Promise<NotebookPanel | undefined> {
   const contents = app.serviceManager.contents;
-  const model = await contents.newUntitled({ path: openDir, type: 'notebook' });
-  const stem = PathExt.basename(database).replace(/\.(sqlite|nsys-rep|qdrep)$/, '');
-  let path = model.path;
-  const wanted = PathExt.join(openDir, `profile-${stem}.ipynb`);
-  try {
-    await contents.get(wanted, { content: false });
-  } catch {
-    path = (await contents.rename(model.path, wanted)).path; // name free: use it
-  }
+  const path = await freeNotebookPath(contents, database, openDir);
   const kernelName = app.serviceManager.kernelspecs.specs?.default ?? 'python3';
   const spec = app.serviceManager.kernelspecs.specs?.kernelspecs[kernelName];
   const cells = profileCells(database, openDir).map(source => ({

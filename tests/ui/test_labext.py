@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ import pytest
 import jlprof
 from tests.server.profiles import make_run, nsys_export_bytes
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import LabServer, open_notebook, screenshot, wait_idle
+from tests.ui.lab import ARTIFACTS, LabServer, open_notebook, screenshot, wait_idle
 
 SETTINGS = "lab/api/settings/jlprof:plugin"
+NOTIFICATIONS = "lab/api/settings/@jupyterlab/apputils-extension:notification"
 RUN_ID = "20261123-180000-ab12"
 
 
@@ -42,6 +44,25 @@ def header_settings(lab_server: LabServer):
     set_settings(lab_server, keyNode="train_step", reports="summary, kernel")
     yield
     set_settings(lab_server)
+
+
+@pytest.fixture(autouse=True)
+def quiet_lab(lab_server: LabServer, page: Any, request: pytest.FixtureRequest):
+    """No "Jupyter news?" toast over the page; the page's console and the server log kept.
+
+    The logs go beside the screenshots (``test-artifacts/ui/<test>.console.log`` and
+    ``.server.log``): what a flaky run leaves behind to find its cause.
+    """
+    news_off = {"raw": json.dumps({"fetchNews": "false"})}
+    status, body = lab_server.api(NOTIFICATIONS, method="PUT", body=news_off)
+    assert status == 204, body
+    lines: list[str] = []
+    page.on("console", lambda m: lines.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: lines.append(f"pageerror: {e}"))
+    yield
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"{request.node.name}.console.log").write_text("\n".join(lines) + "\n")
+    (ARTIFACTS / f"{request.node.name}.server.log").write_text(lab_server.log_tail(400) + "\n")
 
 
 def test_profile_cell_commands(lab_server: LabServer, page: Any, header_settings: None) -> None:
@@ -116,8 +137,9 @@ def _ns(ns: float) -> str:
 def wait_notebook_open(page: Any, path: str) -> None:
     """Wait until ``path`` is open with its cells on the page, then make it the current notebook.
 
-    Opened, not necessarily in front: now and then the file browser's own "Directory not found"
-    dialog (a race in its go-to-path) takes the focus back to the previous tab.
+    Fails on an error dialog: the extension once created the notebook as Untitled.ipynb and
+    renamed it, and a file browser listing that folder meanwhile got a 404 from the server (a
+    file vanished during the listing) and showed "Directory not found", taking the focus.
     """
     page.wait_for_function(
         """(p) => {
@@ -128,9 +150,8 @@ def wait_notebook_open(page: Any, path: str) -> None:
         }""",
         arg=path,
     )
-    stray = page.locator(".jp-Dialog button", has_text="Close")
-    if stray.count():
-        stray.first.click()
+    dialog = page.locator(".jp-Dialog")
+    assert not dialog.count(), dialog.first.inner_text()
     page.evaluate(
         "(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p}).then(() => 0)",
         path,
@@ -159,14 +180,123 @@ def focus_notebook(page: Any, path: str) -> None:
     )
 
 
-def wait_ran(page: Any) -> None:
-    """Wait until the current notebook's first cell has run and its kernel is idle."""
+def wait_ran(page: Any, path: str, timeout_ms: int = 120_000) -> None:
+    """Wait until every code cell of the open notebook ``path`` has run and its kernel is idle.
+
+    Read from that notebook's own models, not from the DOM: the page holds one execution
+    indicator and one set of prompts per open notebook, and the first in the document may
+    belong to another (idle) notebook.
+    """
     page.wait_for_function(
-        """() => /\\[\\d+\\]/.test(window.jupyterapp.shell.currentWidget.content
-                     .widgets[0].node.querySelector('.jp-InputPrompt').textContent)"""
+        """(p) => {
+            for (const w of window.jupyterapp.shell.widgets('main')) {
+                if (!(w.context && w.context.path === p)) continue;
+                const k = w.sessionContext.session?.kernel;
+                const cells = w.content.widgets.filter(c => c.model.type === 'code');
+                return !!k && k.status === 'idle' && cells.length > 0 && cells.every(
+                    c => c.model.executionCount !== null && c.model.executionState !== 'running');
+            }
+            return false;
+        }""",
+        arg=path,
+        timeout=timeout_ms,
     )
-    page.wait_for_timeout(300)
-    wait_idle(page)
+
+
+# the panel of an open notebook, and querySelectorAll through Bokeh's nested shadow roots
+PANEL = """(p) => window.jupyterapp.shell.widgets('main').find(
+    w => w.context && w.context.path === p).node"""
+DEEP = """(root, sel) => {
+    const out = [];
+    const walk = (r) => {
+        out.push(...r.querySelectorAll(sel));
+        for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
+    };
+    walk(root);
+    return out;
+}"""
+# what notebook p's dashboard shows: its cards (title -> [value, note]), the kernel table's
+# title and rendered rows (the table with a yes/no TC column; the op tree's has counts)
+SHOWN = f"""(p) => {{
+    const node = ({PANEL})(p);
+    const dash = node && node.querySelector('.jlprof-dashboard');
+    if (!dash) return null;
+    const cards = {{}};
+    for (const c of dash.querySelectorAll('.jlprof-cards > div')) {{
+        const [title, value, note] = [...c.children].map(e => e.innerText.trim());
+        cards[title] = [value, note];
+    }}
+    const titles = ({DEEP})(dash, 'div').map(e => e.innerText || '')
+        .filter(t => /^Kernels \\(all ops\\): \\d+ rows$/.test(t.trim()));
+    const rows = ({DEEP})(dash, '.slick-row')
+        .map(r => [...r.querySelectorAll('.slick-cell')].map(c => c.innerText.trim()))
+        .filter(r => r.length === 6 && (r[5] === 'yes' || r[5] === 'no'));
+    return {{cards, kernel_title: titles.length ? titles[0].trim() : '', rows}};
+}}"""
+
+
+def shown_reports(page: Any, path: str, timeout_ms: int = 120_000) -> dict[str, Any]:
+    """What notebook ``path``'s output shows of the profile, once the dashboard has drawn.
+
+    Waits for the cards (an ipywidgets HTML) and for the Bokeh kernel table's title and rows:
+    the table is drawn last, after BokehJS (inlined in the output) has loaded.
+    """
+    page.wait_for_function(
+        f"""(p) => {{
+            const s = ({SHOWN})(p);
+            return !!s && 'Iterations found' in s.cards && !!s.kernel_title
+                && s.rows.length > 0;
+        }}""",
+        arg=path,
+        timeout=timeout_ms,
+    )
+    return page.evaluate(SHOWN, path)
+
+
+def screenshot_kernels(page: Any, path: str, name: str) -> None:
+    """Screenshot with the kernel table scrolled into view (the notebook scrolls inside)."""
+    page.evaluate(
+        f"""(p) => ({DEEP})(({PANEL})(p), '.slick-row')
+            .filter(r => /^(yes|no)$/.test(r.lastElementChild.innerText.trim()))[0]
+            .scrollIntoView({{block: 'center'}})""",
+        path,
+    )
+    screenshot(page, name)
+
+
+def expected_reports(db: Path) -> dict[str, Any]:
+    """The same figures computed here by the engine: headline numbers and the kernel report."""
+    p = jlprof.load(str(db))
+    head = p.headline()
+    lo, hi = head["range"]
+    kernels = p.report("kernel")
+    rows = [
+        [
+            str(r["Kernel Name"]),
+            str(round(r["Total GPU Time (ns)"] / r["Avg. GPU Time (ns)"])),
+            f"{r['Avg. GPU Time (ns)'] / 1e3:,.3f}",
+            "yes" if r["Uses TC"] else "no",
+        ]
+        for _, r in kernels.iterrows()
+    ]
+    return {"head": head, "aggregated": hi - lo + 1, "kernel_rows": rows}
+
+
+def assert_shows_reports(shown: dict[str, Any], want: dict[str, Any]) -> None:
+    """The dashboard's cards and kernel table hold the engine's numbers for the profile."""
+    head, cards = want["head"], shown["cards"]
+    assert cards["Iterations found"] == [str(head["iterations"]), f"key node {head['key_node']}"]
+    assert cards["GPU utilization"][0] == f"{head['gpu_util_pct']:.1f} %"
+    assert cards["Tensor Core utilization"][0] == f"{head['tc_util_pct']:.1f} %"
+    mean, note = cards["Iteration time"]
+    assert re.fullmatch(rf"{head['avg_iter_ns'] / 1e6:.3f} ± \d+\.\d{{3}} ms", mean), mean
+    assert note == f"mean ± std over {want['aggregated']} iteration(s)"
+    rows = want["kernel_rows"]
+    assert shown["kernel_title"] == f"Kernels (all ops): {len(rows)} rows"
+    # the table draws only the rows in its viewport (about nine of them): the first ones
+    got = [[r[0], r[2], r[4], r[5]] for r in shown["rows"]]
+    assert len(got) >= min(5, len(rows)), got
+    assert got == rows[: len(got)], (got, rows)
 
 
 def _notebook_sources(lab: LabServer, path: str) -> list[str]:
@@ -213,8 +343,13 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
         "%load_ext jlprof",
         f"%dlprof --database jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
     ]
-    wait_ran(page)
+    # ... which runs (runOnOpen): the real %dlprof re-analyses the export and the output
+    # shows the profile's reports with the same numbers as the engine computes here
+    wait_ran(page, nb_path)
+    want = expected_reports(folder / "nsys_profile.sqlite")
+    assert_shows_reports(shown_reports(page, nb_path), want)
     screenshot(page, "labext-opened-profile")
+    screenshot_kernels(page, nb_path, "labext-opened-profile-kernels")
 
     # file browser: "Open in jlprof" on a .nsys-rep opens its export the same way
     page.evaluate(
@@ -229,10 +364,13 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     nb2 = "labext/traces/profile-t.ipynb"
     wait_notebook_open(page, nb2)
     assert _notebook_sources(lab_server, nb2) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
+    wait_ran(page, nb2)
+    assert_shows_reports(shown_reports(page, nb2), expected_reports(traces / "t.sqlite"))
     screenshot(page, "labext-open-from-file-browser")
+    screenshot_kernels(page, nb2, "labext-open-from-file-browser-kernels")
 
     # "Insert in current notebook" adds the cells below the active one, path relative to it
-    wait_ran(page)  # the opened notebook runs first (runOnOpen), moving the active cell
+    # (after the opened notebook has run: runOnOpen moves the active cell)
     page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
     page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()
     item.locator(".jlprof-ProfileItem-insert").click()
@@ -251,3 +389,4 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     # what jupyterlab.browser_check looks for (it would download a browser, so not run here)
     assert page.evaluate("() => window.jupyterapp.isPluginActivated('jlprof:plugin')")
     assert not [e for e in errors if "jlprof" in e], errors
+    assert not [e for e in errors if "Directory not found" in e], errors
