@@ -48,11 +48,17 @@ def header_settings(lab_server: LabServer):
 
 @pytest.fixture(autouse=True)
 def quiet_lab(lab_server: LabServer, page: Any, request: pytest.FixtureRequest):
-    """No "Jupyter news?" toast over the page; the page's console and the server log kept.
+    """A clean lab for each test, no "Jupyter news?" toast; console and server log kept.
 
-    The logs go beside the screenshots (``test-artifacts/ui/<test>.console.log`` and
-    ``.server.log``): what a flaky run leaves behind to find its cause.
+    Clean: no kernels left running by earlier tests and no saved layout to restore their
+    notebooks from (the previous test's page is closed by now). The logs go beside the
+    screenshots (``test-artifacts/ui/<test>.console.log`` and ``.server.log``): what a flaky
+    run leaves behind to find its cause.
     """
+    status, sessions = lab_server.api("api/sessions")
+    for sess in sessions if status == 200 else []:
+        lab_server.api(f"api/sessions/{sess['id']}", method="DELETE")
+    lab_server.api("lab/api/workspaces/default", method="DELETE")
     news_off = {"raw": json.dumps({"fetchNews": "false"})}
     status, body = lab_server.api(NOTIFICATIONS, method="PUT", body=news_off)
     assert status == 204, body
@@ -386,7 +392,113 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     ], sources
     screenshot(page, "labext-inserted-cells")
 
+    # ... and on an nsys .sqlite; profile-t.ipynb exists now: the new one is numbered
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', "
+        "{path: 'labext/traces/'})"
+    )
+    sqlite = page.locator('.jp-DirListing-item[data-file-type="jlprof-nsys-sqlite"]')
+    sqlite.click()
+    page.wait_for_selector(
+        '.jp-DirListing-item.jp-mod-selected[data-file-type="jlprof-nsys-sqlite"]'
+    )
+    sqlite.click(button="right")
+    page.locator(".lm-Menu-item", has_text="Open in jlprof").click()
+    nb3 = "labext/traces/profile-t-2.ipynb"
+    wait_notebook_open(page, nb3)
+    assert _notebook_sources(lab_server, nb3) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
+    wait_ran(page, nb3)
+    assert_shows_reports(shown_reports(page, nb3), expected_reports(traces / "t.sqlite"))
+    screenshot_kernels(page, nb3, "labext-open-sqlite-from-file-browser-kernels")
+
     # what jupyterlab.browser_check looks for (it would download a browser, so not run here)
     assert page.evaluate("() => window.jupyterapp.isPluginActivated('jlprof:plugin')")
     assert not [e for e in errors if "jlprof" in e], errors
     assert not [e for e in errors if "Directory not found" in e], errors
+
+
+@pytest.fixture
+def no_run_on_open(lab_server: LabServer):
+    set_settings(lab_server, runOnOpen=False)
+    yield
+    set_settings(lab_server)
+
+
+def test_open_profile_keeps_notebooks_and_setting(
+    lab_server: LabServer, page: Any, tmp_path: Path, no_run_on_open: None
+) -> None:
+    """Opening never overwrites a notebook of the same name, and runOnOpen=false is obeyed."""
+    make_run(lab_server.root / "reopen", RUN_ID, nsys_export_bytes(tmp_path))
+    mine = write_notebook(lab_server.root, "reopen/profile-nsys_profile.ipynb", ["print('mine')"])
+    before = mine.read_bytes()
+    status, entry = lab_server.api(f"jlprof/profile?path=reopen/jlprof_runs/{RUN_ID}")
+    assert status == 200, entry
+    page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
+    page.wait_for_function("() => !!window.jupyterapp")
+    page.evaluate("() => window.jupyterapp.restored.then(() => 0)")  # settings loaded
+    # the command resolves once the notebook is open, after running it when runOnOpen is set
+    page.evaluate(
+        """(e) => window.jupyterapp.commands.execute('jlprof:open-profile',
+                      {database: e.database, openDir: e.open_dir}).then(() => 0)""",
+        entry,
+    )
+    path = "reopen/profile-nsys_profile-2.ipynb"
+    wait_notebook_open(page, path)
+    assert _notebook_sources(lab_server, path) == [
+        "%load_ext jlprof",
+        f"%dlprof --database jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
+    ]
+    counts = page.evaluate(
+        """(p) => window.jupyterapp.shell.widgets('main').find(w => w.context?.path === p)
+                     .content.widgets.map(c => c.model.executionCount)""",
+        path,
+    )
+    assert counts == [None, None]
+    assert mine.read_bytes() == before
+    screenshot(page, "labext-open-not-run")
+
+
+def test_sidebar_pages_and_refreshes(lab_server: LabServer, page: Any) -> None:
+    """The sidebar shows the server's list 50 at a time ("More…"), and Refresh finds new files."""
+    many = lab_server.root / "paged"
+    many.mkdir()
+    for i in range(60):
+        (many / f"t{i:02d}.nsys-rep").write_bytes(b"nsys report bytes")
+        os.utime(many / f"t{i:02d}.nsys-rep", (1_000_000 + i, 1_000_000 + i))
+    status, body = lab_server.api("jlprof/profiles?limit=500")
+    assert status == 200 and not body["truncated"], body
+    total, paths = body["total"], [e["path"] for e in body["items"]]
+    assert total == len(paths) > 60
+
+    page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
+    page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()  # a clean layout: opens it
+    items = page.locator(".jlprof-Sidebar .jlprof-ProfileItem")
+    status_line = page.locator(".jlprof-Sidebar-status")
+    more = page.locator(".jlprof-Sidebar-more")
+    page.wait_for_function(
+        "(n) => document.querySelector('.jlprof-Sidebar-status').innerText === `${n} profiles`",
+        arg=total,
+    )
+    shown = [items.nth(i).get_attribute("data-path") for i in range(items.count())]
+    assert shown == paths[:50]
+    assert more.is_visible()
+    screenshot(page, "labext-sidebar-page-1")
+    more.click()
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('.jlprof-Sidebar .jlprof-ProfileItem').length === n",
+        arg=min(total, 100),
+    )
+    shown = [items.nth(i).get_attribute("data-path") for i in range(items.count())]
+    assert shown == paths[:100]
+    assert more.is_visible() == (total > 100)
+    assert status_line.inner_text() == f"{total} profiles"
+
+    # a new file, newest of all: Refresh lists it first, from the first page again
+    (many / "new.nsys-rep").write_bytes(b"nsys report bytes")
+    page.locator(".jlprof-Sidebar-refresh").click()
+    page.wait_for_function(
+        "(n) => document.querySelector('.jlprof-Sidebar-status').innerText === `${n} profiles`",
+        arg=total + 1,
+    )
+    assert items.first.get_attribute("data-path") == "paged/new.nsys-rep"
+    assert items.count() == 50
