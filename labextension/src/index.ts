@@ -122,7 +122,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
           Notification.error('jlprof: this profile has no .sqlite or .nsys-rep file to open');
           return;
         }
-        const panel = await createProfileNotebook(app, database, openDir);
+        let panel: NotebookPanel | undefined;
+        try {
+          panel = await createProfileNotebook(app, database, openDir);
+        } catch (err) {
+          Notification.error(await openFailure(app, openDir, err as Error), {
+            autoClose: false
+          });
+          return;
+        }
         if (panel && runOnOpen) {
           await panel.sessionContext.ready;
           await NotebookActions.runAll(panel.content, panel.sessionContext);
@@ -217,6 +225,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
+
+/**
+ * Why a profile's notebook could not be created, in one line that says what to do (a toast
+ * shows about 140 characters: the cause first). The likely cause is a folder deleted since
+ * the sidebar listed it.
+ */
+async function openFailure(app: JupyterFrontEnd, openDir: string, err: Error): Promise<string> {
+  try {
+    await app.serviceManager.contents.get(openDir, { content: false });
+  } catch (e) {
+    if (e instanceof ServerConnection.ResponseError && e.response.status === 404) {
+      return `jlprof: the folder '${openDir}' no longer exists: refresh the Profiles sidebar`;
+    }
+  }
+  return `jlprof: could not create a notebook in '${openDir || '/'}': ${err.message}`;
+}
 
 /** How many profile-<stem>[-N].ipynb names to try before taking an Untitled one. */
 const NAME_ATTEMPTS = 50;

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -502,3 +503,30 @@ def test_sidebar_pages_and_refreshes(lab_server: LabServer, page: Any) -> None:
     )
     assert items.first.get_attribute("data-path") == "paged/new.nsys-rep"
     assert items.count() == 50
+
+
+def test_open_vanished_profile_says_why(lab_server: LabServer, page: Any, tmp_path: Path) -> None:
+    """A sidebar entry whose folder was deleted since it was listed: a clear error, no notebook."""
+    make_run(lab_server.root / "gone", RUN_ID, nsys_export_bytes(tmp_path))
+    page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
+    page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()  # a clean layout: opens it
+    item = page.locator(f'.jlprof-ProfileItem[data-path="gone/jlprof_runs/{RUN_ID}"]')
+    item.wait_for()
+    shutil.rmtree(lab_server.root / "gone")
+    item.locator(".jlprof-ProfileItem-open").click()
+    toast = page.locator(".jp-Notification-Toast-error", has_text="jlprof:")
+    toast.wait_for()
+    text = toast.inner_text()
+    assert text == "jlprof: the folder 'gone' no longer exists: refresh the Profiles sidebar"
+    page.wait_for_function(  # slid in (for the screenshot)
+        """() => { const r = document.querySelector('.jp-Notification-Toast-error')
+                     .getBoundingClientRect(); return r.width > 0 && r.right <= innerWidth; }"""
+    )
+    screenshot(page, "labext-open-vanished-profile")
+    assert not (lab_server.root / "gone").exists()
+    assert (
+        page.evaluate(
+            "() => [...window.jupyterapp.shell.widgets('main')].filter(w => w.context).length"
+        )
+        == 0
+    )
