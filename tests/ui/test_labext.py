@@ -1,9 +1,11 @@
 """The jlprof JupyterLab extension in a real JupyterLab (headless Chromium).
 
 Asserts on what the extension does: the %%dlprof header it inserts (from its settings), that
-the cell is run, the Profiles sidebar's entries (numbers from a real Profile.headline()), and
-the notebook it creates to reopen a profile. The magic itself is another issue's: outputs of
-%%dlprof / %dlprof are not checked here.
+the cell is run, the Profiles sidebar's entries (numbers from a real Profile.headline()), its
+paging and refresh, and the notebook it creates to reopen a profile, which the real %dlprof runs
+and whose output shows the profile's reports: the dashboard's cards and kernel table, checked
+against the engine's figures computed here. Waits are on explicit states (the notebook's own
+models, the dashboard's drawn rows), never on sleeps.
 """
 
 from __future__ import annotations
