@@ -119,3 +119,13 @@ export function profileCells(database: string, notebookDir: string): string[] {
   const rel = relativePath(notebookDir, database);
   return ['%load_ext jlprof', `%dlprof --database ${quoteArg(rel)}`];
 }
+
+/**
+ * The names tried, in order, for the notebook that reopens `database`:
+ * profile-<stem>.ipynb, then profile-<stem>-2.ipynb, ... (`attempt` counts from 0).
+ */
+export function profileNotebookName(database: string, attempt: number): string {
+  const base = database.split('/').pop() ?? database;
+  const stem = base.replace(/\.(sqlite|nsys-rep|qdrep)$/, '') || 'profile';
+  return attempt === 0 ? `profile-${stem}.ipynb` : `profile-${stem}-${attempt + 1}.ipynb`;
+}

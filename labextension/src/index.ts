@@ -11,11 +11,12 @@ import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { Contents, ServerConnection } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { describeProfile } from './api';
-import { profileCells } from './format';
+import { profileCells, profileNotebookName } from './format';
 import { DEFAULT_HEADER_OPTIONS, IHeaderOptions, addHeader, toggleHeader } from './header';
 import { ProfilesSidebar } from './sidebar';
 
@@ -121,7 +122,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
           Notification.error('jlprof: this profile has no .sqlite or .nsys-rep file to open');
           return;
         }
-        const panel = await createProfileNotebook(app, database, openDir);
+        let panel: NotebookPanel | undefined;
+        try {
+          panel = await createProfileNotebook(app, database, openDir);
+        } catch (err) {
+          Notification.error(await openFailure(app, openDir, err as Error), {
+            autoClose: false
+          });
+          return;
+        }
         if (panel && runOnOpen) {
           await panel.sessionContext.ready;
           await NotebookActions.runAll(panel.content, panel.sessionContext);
@@ -217,6 +226,49 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
+/**
+ * Why a profile's notebook could not be created, in one line that says what to do (a toast
+ * shows about 140 characters: the cause first). The likely cause is a folder deleted since
+ * the sidebar listed it.
+ */
+async function openFailure(app: JupyterFrontEnd, openDir: string, err: Error): Promise<string> {
+  try {
+    await app.serviceManager.contents.get(openDir, { content: false });
+  } catch (e) {
+    if (e instanceof ServerConnection.ResponseError && e.response.status === 404) {
+      return `jlprof: the folder '${openDir}' no longer exists: refresh the Profiles sidebar`;
+    }
+  }
+  return `jlprof: could not create a notebook in '${openDir || '/'}': ${err.message}`;
+}
+
+/** How many profile-<stem>[-N].ipynb names to try before taking an Untitled one. */
+const NAME_ATTEMPTS = 50;
+
+/**
+ * A free path for the new notebook in `openDir`. Created under its final name, never
+ * created then renamed: a file that vanishes while the file browser lists its folder makes
+ * the server answer the whole listing with 404, and JupyterLab shows 'Directory not found'.
+ */
+async function freeNotebookPath(
+  contents: Contents.IManager,
+  database: string,
+  openDir: string
+): Promise<string> {
+  for (let attempt = 0; attempt < NAME_ATTEMPTS; attempt++) {
+    const path = PathExt.join(openDir, profileNotebookName(database, attempt));
+    try {
+      await contents.get(path, { content: false });
+    } catch (err) {
+      if (err instanceof ServerConnection.ResponseError && err.response.status === 404) {
+        return path; // name free
+      }
+      throw err;
+    }
+  }
+  return (await contents.newUntitled({ path: openDir, type: 'notebook' })).path;
+}
+
 /** A new notebook beside the profile with the cells that reanalyse it; opened in the main area. */
 async function createProfileNotebook(
   app: JupyterFrontEnd,
@@ -224,15 +276,7 @@ async function createProfileNotebook(
   openDir: string
 ): Promise<NotebookPanel | undefined> {
   const contents = app.serviceManager.contents;
-  const model = await contents.newUntitled({ path: openDir, type: 'notebook' });
-  const stem = PathExt.basename(database).replace(/\.(sqlite|nsys-rep|qdrep)$/, '');
-  let path = model.path;
-  const wanted = PathExt.join(openDir, `profile-${stem}.ipynb`);
-  try {
-    await contents.get(wanted, { content: false });
-  } catch {
-    path = (await contents.rename(model.path, wanted)).path; // name free: use it
-  }
+  const path = await freeNotebookPath(contents, database, openDir);
   const kernelName = app.serviceManager.kernelspecs.specs?.default ?? 'python3';
   const spec = app.serviceManager.kernelspecs.specs?.kernelspecs[kernelName];
   const cells = profileCells(database, openDir).map(source => ({

@@ -1,15 +1,19 @@
 """The jlprof JupyterLab extension in a real JupyterLab (headless Chromium).
 
 Asserts on what the extension does: the %%dlprof header it inserts (from its settings), that
-the cell is run, the Profiles sidebar's entries (numbers from a real Profile.headline()), and
-the notebook it creates to reopen a profile. The magic itself is another issue's: outputs of
-%%dlprof / %dlprof are not checked here.
+the cell is run, the Profiles sidebar's entries (numbers from a real Profile.headline()), its
+paging and refresh, and the notebook it creates to reopen a profile, which the real %dlprof runs
+and whose output shows the profile's reports: the dashboard's cards and kernel table, checked
+against the engine's figures computed here. Waits are on explicit states (the notebook's own
+models, the dashboard's drawn rows), never on sleeps.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +22,10 @@ import pytest
 import jlprof
 from tests.server.profiles import make_run, nsys_export_bytes
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import LabServer, open_notebook, screenshot, wait_idle
+from tests.ui.lab import ARTIFACTS, LabServer, open_notebook, screenshot, wait_idle
 
 SETTINGS = "lab/api/settings/jlprof:plugin"
+NOTIFICATIONS = "lab/api/settings/@jupyterlab/apputils-extension:notification"
 RUN_ID = "20261123-180000-ab12"
 
 
@@ -42,6 +47,31 @@ def header_settings(lab_server: LabServer):
     set_settings(lab_server, keyNode="train_step", reports="summary, kernel")
     yield
     set_settings(lab_server)
+
+
+@pytest.fixture(autouse=True)
+def quiet_lab(lab_server: LabServer, page: Any, request: pytest.FixtureRequest):
+    """A clean lab for each test, no "Jupyter news?" toast; console and server log kept.
+
+    Clean: no kernels left running by earlier tests and no saved layout to restore their
+    notebooks from (the previous test's page is closed by now). The logs go beside the
+    screenshots (``test-artifacts/ui/<test>.console.log`` and ``.server.log``): what a flaky
+    run leaves behind to find its cause.
+    """
+    status, sessions = lab_server.api("api/sessions")
+    for sess in sessions if status == 200 else []:
+        lab_server.api(f"api/sessions/{sess['id']}", method="DELETE")
+    lab_server.api("lab/api/workspaces/default", method="DELETE")
+    news_off = {"raw": json.dumps({"fetchNews": "false"})}
+    status, body = lab_server.api(NOTIFICATIONS, method="PUT", body=news_off)
+    assert status == 204, body
+    lines: list[str] = []
+    page.on("console", lambda m: lines.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: lines.append(f"pageerror: {e}"))
+    yield
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / f"{request.node.name}.console.log").write_text("\n".join(lines) + "\n")
+    (ARTIFACTS / f"{request.node.name}.server.log").write_text(lab_server.log_tail(400) + "\n")
 
 
 def test_profile_cell_commands(lab_server: LabServer, page: Any, header_settings: None) -> None:
@@ -116,8 +146,9 @@ def _ns(ns: float) -> str:
 def wait_notebook_open(page: Any, path: str) -> None:
     """Wait until ``path`` is open with its cells on the page, then make it the current notebook.
 
-    Opened, not necessarily in front: now and then the file browser's own "Directory not found"
-    dialog (a race in its go-to-path) takes the focus back to the previous tab.
+    Fails on an error dialog: the extension once created the notebook as Untitled.ipynb and
+    renamed it, and a file browser listing that folder meanwhile got a 404 from the server (a
+    file vanished during the listing) and showed "Directory not found", taking the focus.
     """
     page.wait_for_function(
         """(p) => {
@@ -128,9 +159,8 @@ def wait_notebook_open(page: Any, path: str) -> None:
         }""",
         arg=path,
     )
-    stray = page.locator(".jp-Dialog button", has_text="Close")
-    if stray.count():
-        stray.first.click()
+    dialog = page.locator(".jp-Dialog")
+    assert not dialog.count(), dialog.first.inner_text()
     page.evaluate(
         "(p) => window.jupyterapp.commands.execute('docmanager:open', {path: p}).then(() => 0)",
         path,
@@ -159,14 +189,123 @@ def focus_notebook(page: Any, path: str) -> None:
     )
 
 
-def wait_ran(page: Any) -> None:
-    """Wait until the current notebook's first cell has run and its kernel is idle."""
+def wait_ran(page: Any, path: str, timeout_ms: int = 120_000) -> None:
+    """Wait until every code cell of the open notebook ``path`` has run and its kernel is idle.
+
+    Read from that notebook's own models, not from the DOM: the page holds one execution
+    indicator and one set of prompts per open notebook, and the first in the document may
+    belong to another (idle) notebook.
+    """
     page.wait_for_function(
-        """() => /\\[\\d+\\]/.test(window.jupyterapp.shell.currentWidget.content
-                     .widgets[0].node.querySelector('.jp-InputPrompt').textContent)"""
+        """(p) => {
+            for (const w of window.jupyterapp.shell.widgets('main')) {
+                if (!(w.context && w.context.path === p)) continue;
+                const k = w.sessionContext.session?.kernel;
+                const cells = w.content.widgets.filter(c => c.model.type === 'code');
+                return !!k && k.status === 'idle' && cells.length > 0 && cells.every(
+                    c => c.model.executionCount !== null && c.model.executionState !== 'running');
+            }
+            return false;
+        }""",
+        arg=path,
+        timeout=timeout_ms,
     )
-    page.wait_for_timeout(300)
-    wait_idle(page)
+
+
+# the panel of an open notebook, and querySelectorAll through Bokeh's nested shadow roots
+PANEL = """(p) => window.jupyterapp.shell.widgets('main').find(
+    w => w.context && w.context.path === p).node"""
+DEEP = """(root, sel) => {
+    const out = [];
+    const walk = (r) => {
+        out.push(...r.querySelectorAll(sel));
+        for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
+    };
+    walk(root);
+    return out;
+}"""
+# what notebook p's dashboard shows: its cards (title -> [value, note]), the kernel table's
+# title and rendered rows (the table with a yes/no TC column; the op tree's has counts)
+SHOWN = f"""(p) => {{
+    const node = ({PANEL})(p);
+    const dash = node && node.querySelector('.jlprof-dashboard');
+    if (!dash) return null;
+    const cards = {{}};
+    for (const c of dash.querySelectorAll('.jlprof-cards > div')) {{
+        const [title, value, note] = [...c.children].map(e => e.innerText.trim());
+        cards[title] = [value, note];
+    }}
+    const titles = ({DEEP})(dash, 'div').map(e => e.innerText || '')
+        .filter(t => /^Kernels \\(all ops\\): \\d+ rows$/.test(t.trim()));
+    const rows = ({DEEP})(dash, '.slick-row')
+        .map(r => [...r.querySelectorAll('.slick-cell')].map(c => c.innerText.trim()))
+        .filter(r => r.length === 6 && (r[5] === 'yes' || r[5] === 'no'));
+    return {{cards, kernel_title: titles.length ? titles[0].trim() : '', rows}};
+}}"""
+
+
+def shown_reports(page: Any, path: str, timeout_ms: int = 120_000) -> dict[str, Any]:
+    """What notebook ``path``'s output shows of the profile, once the dashboard has drawn.
+
+    Waits for the cards (an ipywidgets HTML) and for the Bokeh kernel table's title and rows:
+    the table is drawn last, after BokehJS (inlined in the output) has loaded.
+    """
+    page.wait_for_function(
+        f"""(p) => {{
+            const s = ({SHOWN})(p);
+            return !!s && 'Iterations found' in s.cards && !!s.kernel_title
+                && s.rows.length > 0;
+        }}""",
+        arg=path,
+        timeout=timeout_ms,
+    )
+    return page.evaluate(SHOWN, path)
+
+
+def screenshot_kernels(page: Any, path: str, name: str) -> None:
+    """Screenshot with the kernel table scrolled into view (the notebook scrolls inside)."""
+    page.evaluate(
+        f"""(p) => ({DEEP})(({PANEL})(p), '.slick-row')
+            .filter(r => /^(yes|no)$/.test(r.lastElementChild.innerText.trim()))[0]
+            .scrollIntoView({{block: 'center'}})""",
+        path,
+    )
+    screenshot(page, name)
+
+
+def expected_reports(db: Path) -> dict[str, Any]:
+    """The same figures computed here by the engine: headline numbers and the kernel report."""
+    p = jlprof.load(str(db))
+    head = p.headline()
+    lo, hi = head["range"]
+    kernels = p.report("kernel")
+    rows = [
+        [
+            str(r["Kernel Name"]),
+            str(round(r["Total GPU Time (ns)"] / r["Avg. GPU Time (ns)"])),
+            f"{r['Avg. GPU Time (ns)'] / 1e3:,.3f}",
+            "yes" if r["Uses TC"] else "no",
+        ]
+        for _, r in kernels.iterrows()
+    ]
+    return {"head": head, "aggregated": hi - lo + 1, "kernel_rows": rows}
+
+
+def assert_shows_reports(shown: dict[str, Any], want: dict[str, Any]) -> None:
+    """The dashboard's cards and kernel table hold the engine's numbers for the profile."""
+    head, cards = want["head"], shown["cards"]
+    assert cards["Iterations found"] == [str(head["iterations"]), f"key node {head['key_node']}"]
+    assert cards["GPU utilization"][0] == f"{head['gpu_util_pct']:.1f} %"
+    assert cards["Tensor Core utilization"][0] == f"{head['tc_util_pct']:.1f} %"
+    mean, note = cards["Iteration time"]
+    assert re.fullmatch(rf"{head['avg_iter_ns'] / 1e6:.3f} ± \d+\.\d{{3}} ms", mean), mean
+    assert note == f"mean ± std over {want['aggregated']} iteration(s)"
+    rows = want["kernel_rows"]
+    assert shown["kernel_title"] == f"Kernels (all ops): {len(rows)} rows"
+    # the table draws only the rows in its viewport (about nine of them): the first ones
+    got = [[r[0], r[2], r[4], r[5]] for r in shown["rows"]]
+    assert len(got) >= min(5, len(rows)), got
+    assert got == rows[: len(got)], (got, rows)
 
 
 def _notebook_sources(lab: LabServer, path: str) -> list[str]:
@@ -213,8 +352,13 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
         "%load_ext jlprof",
         f"%dlprof --database jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
     ]
-    wait_ran(page)
+    # ... which runs (runOnOpen): the real %dlprof re-analyses the export and the output
+    # shows the profile's reports with the same numbers as the engine computes here
+    wait_ran(page, nb_path)
+    want = expected_reports(folder / "nsys_profile.sqlite")
+    assert_shows_reports(shown_reports(page, nb_path), want)
     screenshot(page, "labext-opened-profile")
+    screenshot_kernels(page, nb_path, "labext-opened-profile-kernels")
 
     # file browser: "Open in jlprof" on a .nsys-rep opens its export the same way
     page.evaluate(
@@ -229,10 +373,13 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     nb2 = "labext/traces/profile-t.ipynb"
     wait_notebook_open(page, nb2)
     assert _notebook_sources(lab_server, nb2) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
+    wait_ran(page, nb2)
+    assert_shows_reports(shown_reports(page, nb2), expected_reports(traces / "t.sqlite"))
     screenshot(page, "labext-open-from-file-browser")
+    screenshot_kernels(page, nb2, "labext-open-from-file-browser-kernels")
 
     # "Insert in current notebook" adds the cells below the active one, path relative to it
-    wait_ran(page)  # the opened notebook runs first (runOnOpen), moving the active cell
+    # (after the opened notebook has run: runOnOpen moves the active cell)
     page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.activeCellIndex = 0; }")
     page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()
     item.locator(".jlprof-ProfileItem-insert").click()
@@ -248,6 +395,140 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     ], sources
     screenshot(page, "labext-inserted-cells")
 
+    # ... and on an nsys .sqlite; profile-t.ipynb exists now: the new one is numbered
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', "
+        "{path: 'labext/traces/'})"
+    )
+    sqlite = page.locator('.jp-DirListing-item[data-file-type="jlprof-nsys-sqlite"]')
+    sqlite.click()
+    page.wait_for_selector(
+        '.jp-DirListing-item.jp-mod-selected[data-file-type="jlprof-nsys-sqlite"]'
+    )
+    sqlite.click(button="right")
+    page.locator(".lm-Menu-item", has_text="Open in jlprof").click()
+    nb3 = "labext/traces/profile-t-2.ipynb"
+    wait_notebook_open(page, nb3)
+    assert _notebook_sources(lab_server, nb3) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
+    wait_ran(page, nb3)
+    assert_shows_reports(shown_reports(page, nb3), expected_reports(traces / "t.sqlite"))
+    screenshot_kernels(page, nb3, "labext-open-sqlite-from-file-browser-kernels")
+
     # what jupyterlab.browser_check looks for (it would download a browser, so not run here)
     assert page.evaluate("() => window.jupyterapp.isPluginActivated('jlprof:plugin')")
     assert not [e for e in errors if "jlprof" in e], errors
+    assert not [e for e in errors if "Directory not found" in e], errors
+
+
+@pytest.fixture
+def no_run_on_open(lab_server: LabServer):
+    set_settings(lab_server, runOnOpen=False)
+    yield
+    set_settings(lab_server)
+
+
+def test_open_profile_keeps_notebooks_and_setting(
+    lab_server: LabServer, page: Any, tmp_path: Path, no_run_on_open: None
+) -> None:
+    """Opening never overwrites a notebook of the same name, and runOnOpen=false is obeyed."""
+    make_run(lab_server.root / "reopen", RUN_ID, nsys_export_bytes(tmp_path))
+    mine = write_notebook(lab_server.root, "reopen/profile-nsys_profile.ipynb", ["print('mine')"])
+    before = mine.read_bytes()
+    status, entry = lab_server.api(f"jlprof/profile?path=reopen/jlprof_runs/{RUN_ID}")
+    assert status == 200, entry
+    page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
+    page.wait_for_function("() => !!window.jupyterapp")
+    page.evaluate("() => window.jupyterapp.restored.then(() => 0)")  # settings loaded
+    # the command resolves once the notebook is open, after running it when runOnOpen is set
+    page.evaluate(
+        """(e) => window.jupyterapp.commands.execute('jlprof:open-profile',
+                      {database: e.database, openDir: e.open_dir}).then(() => 0)""",
+        entry,
+    )
+    path = "reopen/profile-nsys_profile-2.ipynb"
+    wait_notebook_open(page, path)
+    assert _notebook_sources(lab_server, path) == [
+        "%load_ext jlprof",
+        f"%dlprof --database jlprof_runs/{RUN_ID}/nsys_profile.sqlite",
+    ]
+    counts = page.evaluate(
+        """(p) => window.jupyterapp.shell.widgets('main').find(w => w.context?.path === p)
+                     .content.widgets.map(c => c.model.executionCount)""",
+        path,
+    )
+    assert counts == [None, None]
+    assert mine.read_bytes() == before
+    screenshot(page, "labext-open-not-run")
+
+
+def test_sidebar_pages_and_refreshes(lab_server: LabServer, page: Any) -> None:
+    """The sidebar shows the server's list 50 at a time ("More…"), and Refresh finds new files."""
+    many = lab_server.root / "paged"
+    many.mkdir()
+    for i in range(60):
+        (many / f"t{i:02d}.nsys-rep").write_bytes(b"nsys report bytes")
+        os.utime(many / f"t{i:02d}.nsys-rep", (1_000_000 + i, 1_000_000 + i))
+    status, body = lab_server.api("jlprof/profiles?limit=500")
+    assert status == 200 and not body["truncated"], body
+    total, paths = body["total"], [e["path"] for e in body["items"]]
+    assert total == len(paths) > 60
+
+    page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
+    page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()  # a clean layout: opens it
+    items = page.locator(".jlprof-Sidebar .jlprof-ProfileItem")
+    status_line = page.locator(".jlprof-Sidebar-status")
+    more = page.locator(".jlprof-Sidebar-more")
+    page.wait_for_function(
+        "(n) => document.querySelector('.jlprof-Sidebar-status').innerText === `${n} profiles`",
+        arg=total,
+    )
+    shown = [items.nth(i).get_attribute("data-path") for i in range(items.count())]
+    assert shown == paths[:50]
+    assert more.is_visible()
+    screenshot(page, "labext-sidebar-page-1")
+    more.click()
+    page.wait_for_function(
+        "(n) => document.querySelectorAll('.jlprof-Sidebar .jlprof-ProfileItem').length === n",
+        arg=min(total, 100),
+    )
+    shown = [items.nth(i).get_attribute("data-path") for i in range(items.count())]
+    assert shown == paths[:100]
+    assert more.is_visible() == (total > 100)
+    assert status_line.inner_text() == f"{total} profiles"
+
+    # a new file, newest of all: Refresh lists it first, from the first page again
+    (many / "new.nsys-rep").write_bytes(b"nsys report bytes")
+    page.locator(".jlprof-Sidebar-refresh").click()
+    page.wait_for_function(
+        "(n) => document.querySelector('.jlprof-Sidebar-status').innerText === `${n} profiles`",
+        arg=total + 1,
+    )
+    assert items.first.get_attribute("data-path") == "paged/new.nsys-rep"
+    assert items.count() == 50
+
+
+def test_open_vanished_profile_says_why(lab_server: LabServer, page: Any, tmp_path: Path) -> None:
+    """A sidebar entry whose folder was deleted since it was listed: a clear error, no notebook."""
+    make_run(lab_server.root / "gone", RUN_ID, nsys_export_bytes(tmp_path))
+    page.goto(lab_server.lab_url(), wait_until="domcontentloaded")
+    page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()  # a clean layout: opens it
+    item = page.locator(f'.jlprof-ProfileItem[data-path="gone/jlprof_runs/{RUN_ID}"]')
+    item.wait_for()
+    shutil.rmtree(lab_server.root / "gone")
+    item.locator(".jlprof-ProfileItem-open").click()
+    toast = page.locator(".jp-Notification-Toast-error", has_text="jlprof:")
+    toast.wait_for()
+    text = toast.inner_text()
+    assert text == "jlprof: the folder 'gone' no longer exists: refresh the Profiles sidebar"
+    page.wait_for_function(  # slid in (for the screenshot)
+        """() => { const r = document.querySelector('.jp-Notification-Toast-error')
+                     .getBoundingClientRect(); return r.width > 0 && r.right <= innerWidth; }"""
+    )
+    screenshot(page, "labext-open-vanished-profile")
+    assert not (lab_server.root / "gone").exists()
+    assert (
+        page.evaluate(
+            "() => [...window.jupyterapp.shell.widgets('main')].filter(w => w.context).length"
+        )
+        == 0
+    )

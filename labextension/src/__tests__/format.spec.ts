@@ -6,6 +6,7 @@ import {
   formatNs,
   headlineText,
   profileCells,
+  profileNotebookName,
   relativePath
 } from '../format';
 
@@ -79,5 +80,16 @@ describe('profile notebook', () => {
       '%load_ext jlprof',
       "%dlprof --database 'my traces/a b.sqlite'"
     ]);
+  });
+});
+
+describe('profile notebook name', () => {
+  it('is named for the database, numbered when taken', () => {
+    expect(profileNotebookName('proj/jlprof_runs/x/nsys_profile.sqlite', 0)).toBe(
+      'profile-nsys_profile.ipynb'
+    );
+    expect(profileNotebookName('traces/t.nsys-rep', 1)).toBe('profile-t-2.ipynb');
+    expect(profileNotebookName('t.qdrep', 2)).toBe('profile-t-3.ipynb');
+    expect(profileNotebookName('a.b/run.sqlite', 0)).toBe('profile-run.ipynb');
   });
 });
