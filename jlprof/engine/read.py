@@ -157,10 +157,19 @@ class _Fetcher:
                         "connectorx is not installed: pip install 'jlprof[fast]'"
                     ) from None
 
-    def frame(self, sql: str, names: list[str]) -> pd.DataFrame:
+    def frame(
+        self, sql: str, names: list[str], fill: dict[str, int | float] | None = None
+    ) -> pd.DataFrame:
+        """Rows of ``sql`` as columns ``names``; NULLs of the ``fill`` columns replaced.
+
+        Filling after reading instead of ``coalesce()`` in the SELECT: SQLite then hands
+        the declared column types straight through, ~20-40 % faster per 1M-row table.
+        """
+        fill = fill or {}
         if self.cx is not None:
             try:
                 tbl = self.cx.read_sql(f"sqlite://{self.path.resolve()}", sql, return_type="arrow")
+                tbl = _fill_arrow(tbl, [fill.get(n) for n in names])
                 # split blocks: one array per column, no consolidation copy
                 df = tbl.to_pandas(
                     strings_to_categorical=True, self_destruct=True, split_blocks=True
@@ -172,12 +181,34 @@ class _Fetcher:
         cur = self.conn.execute(sql)
         rows = cur.fetchall()
         if not rows:
-            return pd.DataFrame({n: pd.Series([], dtype="int64") for n in names})
+            kinds = {n: "float64" if isinstance(fill.get(n), float) else "int64" for n in names}
+            return pd.DataFrame({n: pd.Series([], dtype=k) for n, k in kinds.items()})
         df = pd.DataFrame.from_records(rows, columns=names)
+        for col, default in fill.items():
+            if df[col].isna().any() or df[col].dtype == object:
+                df[col] = df[col].fillna(default).astype(type(default))
         for col in df.columns:  # text columns as categoricals, as the Arrow path gives them
             if df[col].dtype == object or pd.api.types.is_string_dtype(df[col]):
                 df[col] = df[col].astype(object).astype("category")
         return _first_seen_categories(df)
+
+
+def _fill_arrow(tbl, defaults: list[int | float | None]):  # pyarrow.Table, imported lazily
+    """Replace NULLs column by column (``None``: keep); an all-NULL column gets its type."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for i, default in enumerate(defaults):
+        col = tbl.column(i)
+        if default is None or col.null_count == 0:
+            continue
+        typ = pa.float64() if isinstance(default, float) else pa.int64()
+        if pa.types.is_null(col.type):
+            new = pa.array(np.full(len(col), default), type=typ)
+        else:
+            new = pc.fill_null(col, pa.scalar(default, type=col.type))
+        tbl = tbl.set_column(i, tbl.field(i).name, new)
+    return tbl
 
 
 def _first_seen_categories(df: pd.DataFrame) -> pd.DataFrame:
@@ -216,6 +247,36 @@ def _int(df: pd.DataFrame, col: str) -> np.ndarray:
     return _as_int64(df[col], -1)
 
 
+class _Select:
+    """A SELECT of bare columns whose NULLs (and absence) become defaults after reading.
+
+    Columns move and disappear across nsys versions; a missing one is selected as its
+    default literal. See :meth:`_Fetcher.frame` for why not ``coalesce()``.
+    """
+
+    def __init__(self, avail: list[str]) -> None:
+        self.avail = avail
+        self.exprs: list[str] = []
+        self.names: list[str] = []
+        self.fill: dict[str, int | float] = {}
+
+    def col(self, name: str, out: str, default: int | float = 0, *alts: str) -> _Select:
+        col = schema.pick(self.avail, name, *alts)
+        self.exprs.append(col or repr(default))
+        self.names.append(out)
+        self.fill[out] = default
+        return self
+
+    def raw(self, sql: str, out: str) -> _Select:
+        """An expression read as is (text columns: NULL stays NULL)."""
+        self.exprs.append(sql)
+        self.names.append(out)
+        return self
+
+    def read(self, f: _Fetcher, table: str) -> pd.DataFrame:
+        return f.frame(f"SELECT {', '.join(self.exprs)} FROM {table}", self.names, self.fill)
+
+
 def _sel(avail: list[str], name: str, default: str = "0", *alts: str) -> str:
     """SQL for a column that may be missing or NULL in some nsys versions."""
     col = schema.pick(avail, name, *alts)
@@ -234,28 +295,27 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
     parts = []
     kt = "CUPTI_ACTIVITY_KIND_KERNEL"
     if kt in tabs:
-        a = schema.columns(f.conn, kt)
-        short = schema.pick(a, "shortName")
-        demangled = schema.pick(a, "demangledName")
-        name_sql = f"coalesce({short or 'NULL'}, {demangled or 'NULL'}, -1)"
-        long_sql = f"coalesce({demangled or 'NULL'}, {short or 'NULL'}, -1)"
-        sql = (
-            f"SELECT start, end, {_sel(a, 'deviceId')}, {_sel(a, 'streamId')}, "
-            f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {name_sql}, {long_sql}, "
-            + ", ".join(
-                _sel(a, c, "0") for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
-            )
-            + f", {_sel(a, 'graphNodeId')} FROM {kt}"
-        )
-        names = [*_ACTIVITY, "name_id", "long_id", *_LAUNCH_DIMS, "graph_node_id"]
-        df = f.frame(sql, names)
+        q = _Select(schema.columns(f.conn, kt)).raw("start", "start_ns").raw("end", "end_ns")
+        q.col("deviceId", "device_id").col("streamId", "stream_id")
+        q.col("correlationId", "correlation_id", -1).col("globalPid", "global_pid")
+        q.col("shortName", "short_id", -1).col("demangledName", "demangled_id", -1)
+        dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+        for c, out in zip(dims, _LAUNCH_DIMS, strict=True):
+            q.col(c, out)
+        df = q.col("graphNodeId", "graph_node_id").read(f, kt)
         if len(df):
-            df["name"] = strings.categorical(_int(df, "name_id"), "<unknown kernel>")
-            df["long_name"] = strings.categorical(_int(df, "long_id"), "<unknown kernel>")
+            short, long_ = _int(df, "short_id"), _int(df, "demangled_id")
+            # the short name for display, the demangled one for evidence; each the other's
+            # fallback (an export may lack one of them)
+            name_id = np.where(short >= 0, short, long_)
+            long_id = np.where(long_ >= 0, long_, short)
+            df = df.drop(columns=["short_id", "demangled_id"])
+            df["name"] = strings.categorical(name_id, "<unknown kernel>")
+            df["long_name"] = strings.categorical(long_id, "<unknown kernel>")
             df["kind"] = _const_cat("kernel", len(df))
             df["bytes"] = 0
             df["pageable"] = 0
-            parts.append(df.drop(columns=["name_id", "long_id"]))
+            parts.append(df)
     for table, kind in (
         ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
         ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"),
@@ -344,14 +404,9 @@ def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if t not in tabs:
         return empty_frame(API_COLUMNS, ("name",))
-    a = schema.columns(f.conn, t)
-    sql = (
-        f"SELECT start, end, {_sel(a, 'globalTid')}, {_sel(a, 'correlationId', '-1')}, "
-        f"{_sel(a, 'nameId', '-1')}, {_sel(a, 'eventClass')} FROM {t}"
-    )
-    df = f.frame(
-        sql, ["start_ns", "end_ns", "global_tid", "correlation_id", "name_id", "event_class"]
-    )
+    q = _Select(schema.columns(f.conn, t)).raw("start", "start_ns").raw("end", "end_ns")
+    q.col("globalTid", "global_tid").col("correlationId", "correlation_id", -1)
+    df = q.col("nameId", "name_id", -1).col("eventClass", "event_class").read(f, t)
     codes, uniq = pd.factorize(_int(df, "name_id"), sort=False)
     stripped = np.array(
         [
@@ -377,28 +432,13 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
             MARK_COLUMNS, ("domain", "text")
         )
     a = schema.columns(f.conn, t)
-    types = (*schema.NVTX_RANGE_TYPES, schema.NVTX_MARK, schema.NVTX_DOMAIN_CREATE)
-    sql = (
-        f"SELECT start, coalesce(end, -1), {_sel(a, 'globalTid')}, "
-        f"{_sel(a, 'endGlobalTid', '-1')}, "
-        f"eventType, {_sel(a, 'domainId')}, {_sel(a, 'textId', '-1')}, "
-        f"{'text' if 'text' in a else 'NULL'}, "
-        f"{_sel(a, 'int64Value', '0')}, {_sel(a, 'doubleValue', '0.0')} "
-        f"FROM {t} WHERE eventType IN ({','.join(str(x) for x in types)})"
-    )
-    names = [
-        "start_ns",
-        "end_ns",
-        "global_tid",
-        "end_global_tid",
-        "event_type",
-        "domain_id",
-        "text_id",
-        "text_inline",
-        "int64_value",
-        "double_value",
-    ]
-    df = f.frame(sql, names)
+    # every row, filtered by type below: a WHERE on eventType cost SQLite more than reading
+    # the few rows of other types (thread names, categories) and dropping them
+    q = _Select(a).raw("start", "start_ns").col("end", "end_ns", -1)
+    q.col("globalTid", "global_tid").col("endGlobalTid", "end_global_tid", -1)
+    q.col("eventType", "event_type", -1).col("domainId", "domain_id")
+    q.col("textId", "text_id", -1).raw("text" if "text" in a else "NULL", "text_inline")
+    df = q.col("int64Value", "int64_value").col("doubleValue", "double_value", 0.0).read(f, t)
     if not len(df):
         return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
             MARK_COLUMNS, ("domain", "text")

@@ -317,3 +317,36 @@ def test_all_texts_registered(tmp_path, cx):
     t.push_pop("layer2", 300, 400, registered=True)
     tr = read_trace(db.write(tmp_path / "reg.sqlite"), use_connectorx=cx)
     assert tr.nvtx["text"].astype(str).tolist() == ["layer1", "layer2"]
+
+
+@pytest.mark.parametrize("use_cx", [False, True] if HAVE_CX else [False])
+def test_null_columns_read_as_their_defaults(exports, tmp_path, use_cx) -> None:
+    """NULLs are filled after reading (not by coalesce() in SQL): same defaults as before."""
+    import shutil
+    import sqlite3
+
+    db = shutil.copy(exports["2022.4"], tmp_path / "nulls.sqlite")
+    con = sqlite3.connect(db)
+    k = con.execute("SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = NULL, globalPid = NULL, "
+        "graphNodeId = NULL WHERE rowid = ?",
+        (k,),
+    )
+    a = con.execute("SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    con.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = NULL, correlationId = NULL "
+        "WHERE rowid = ?",
+        (a,),
+    )
+    con.commit()
+    con.close()
+    ref = read_trace(exports["2022.4"], use_connectorx=False)
+    got = read_trace(db, use_connectorx=use_cx)
+    row = got.gpu.iloc[0]
+    assert (row["correlation_id"], row["global_pid"], row["graph_node_id"]) == (-1, 0, 0)
+    assert (got.api.iloc[0]["global_tid"], got.api.iloc[0]["correlation_id"]) == (0, -1)
+    assert got.gpu["correlation_id"].dtype == np.int64 and got.api["global_tid"].dtype == np.int64
+    # everything else as read from the untouched export; NVTX end/endGlobalTid NULLs included
+    pd.testing.assert_frame_equal(got.gpu.iloc[1:], ref.gpu.iloc[1:])
+    pd.testing.assert_frame_equal(got.nvtx, ref.nvtx)
