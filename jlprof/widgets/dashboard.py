@@ -353,11 +353,17 @@ class Dashboard(w.VBox):
 
     # ---- display -------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        """The live widget, plus text and a static Bokeh rendering for kernel-less viewers."""
+        """The live widget (with text), after a static rendering for kernel-less viewers.
+
+        The static rendering is an output of its own, displayed first (see
+        :mod:`jlprof.widgets.static` for why it cannot be the widget bundle's ``text/html``).
+        """
+        from IPython.display import display
+
         ensure_bokehjs()
+        display({"text/html": static_html(self.profile)}, raw=True)
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/plain"] = repr(self.profile)
-        bundle["text/html"] = static_html(self.profile)
         return bundle
 
 

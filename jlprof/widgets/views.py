@@ -108,7 +108,12 @@ class Views:
         f.legend.location = "top_left"
         f.legend.label_text_font_size = "9pt"
         f.add_layout(f.legend[0], "above")
-        self.range_box = BoxAnnotation(fill_color="#ffd54f", fill_alpha=0.25, level="underlay")
+        # on the overlay layer: moving it repaints that layer only, not the ~10k iteration
+        # bars of the primary one (BokehJS repaints a plot's primary layer when any
+        # non-overlay renderer changed)
+        self.range_box = BoxAnnotation(
+            fill_color="#ffd54f", fill_alpha=0.25, line_color=None, level="overlay"
+        )
         f.add_layout(self.range_box)
         self.iter_fig = f
         # ---- GPU timeline: kernels per device/stream, NVTX ranges per thread
@@ -395,12 +400,14 @@ class Views:
 def _redraw(table: DataTable) -> None:
     """Make BokehJS redraw a table whose data changed but whose row count did not.
 
-    Its DataTableView redraws on a change of the source's CDSView, and the view's indices
-    do not change when the row count stays the same; any property change of the table
-    makes it re-render, so bump ``tags``.
+    Its DataTableView refreshes its rows (``updateGrid``: cheap) on a change of the table's
+    CDSView, and the view's indices do not change when the row count stays the same. A
+    change of the table itself would also do, but rebuilds the whole SlickGrid (measured:
+    ~140 ms of a 1M-kernel range change in the browser), so bump the CDSView's ``tags``.
     """
-    n = int(table.tags[0]) + 1 if table.tags else 1
-    table.tags = [n]
+    view = table.view
+    n = int(view.tags[0]) + 1 if view.tags else 1
+    view.tags = [n]
 
 
 def _unique_labels(names: np.ndarray) -> list[str]:
