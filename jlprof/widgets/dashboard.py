@@ -172,7 +172,8 @@ class Dashboard(w.VBox):
         self.last_update_ms = (time.perf_counter() - t) * 1e3
         self._say(
             f"iterations {lo}..{hi} of {p.iterations.count} · updated in "
-            f"{self.last_update_ms:.0f} ms"
+            f"{self.last_update_ms:.0f} ms",
+            detail=f"GPU timeline: {self.views.lod_text}",
         )
 
     def _refresh(self, key_node_changed: bool) -> None:
@@ -346,10 +347,17 @@ class Dashboard(w.VBox):
             [DEFAULT_DOMAIN] if (nv["domain"].astype(str) == "").any() else []
         )
 
-    def _say(self, text: str, error: bool = False) -> None:
+    def _say(self, text: str, error: bool = False, detail: str = "") -> None:
         self.status_text = text
         color = "#b00020" if error else "#555"
-        self.status.value = f"<span style='color:{color};font-size:12px'>{html.escape(text)}</span>"
+        more = (
+            f"<br><span style='color:#555;font-size:11px'>{html.escape(detail)}</span>"
+            if detail
+            else ""
+        )
+        self.status.value = (
+            f"<span style='color:{color};font-size:12px'>{html.escape(text)}</span>{more}"
+        )
 
     # ---- display -------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

@@ -123,6 +123,6 @@ def static_html(p: Profile) -> str:
         "<p style='font-size:11px;color:#666'>Static jlprof dashboard (no live kernel): "
         "run the cell to interact.</p>"
         f"{cards_html(data.headline(p, lo, hi))}{profile_html(p)}{div}"
-        f"<p style='font-size:11px;color:#555'>{html.escape(views.lod_note.text)}</p>"
+        f"<p style='font-size:11px;color:#555'>{html.escape(views.lod_text)}</p>"
         f"{_json_script([bokehjs, script])}{LOADER}</div>"
     )

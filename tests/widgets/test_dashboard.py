@@ -156,7 +156,9 @@ def test_level_of_detail_caps_the_glyphs(profile: Profile) -> None:
     dash = Dashboard(profile, max_kernel_glyphs=8)
     n = len(dash.views.gpu_src.data["left"])
     assert 0 < n <= 8 and sum(dash.views.gpu_src.data["count"]) == 3 * STEPS
-    assert "merged into time bins" in dash.views.lod_note.text
+    assert "merged into time bins" in dash.views.lod_text
+    # shown in the status line (a Bokeh Div's change would re-layout the page's document)
+    assert f"{3 * STEPS:,} GPU activities shown as {n:,} bars" in dash.status.value
 
 
 def test_mimebundle_has_widget_text_and_static_html(
