@@ -52,8 +52,18 @@ def test_displayed_profile_is_the_dashboard_with_fallbacks(executed) -> None:
     assert "Bokeh.embed.embed_items" in static  # the figures, standalone, embedded lazily
     assert "<script type='application/json' class='jlprof-static-js'>" in static
     assert "jupyter-widgets" in static  # the rule that hides a failed widget output
-    # BokehJS was put on the page first (inline) so the live widget can render
-    assert any("bokeh" in str(o.get("data", {})).lower() for o in outs[: first - 1])
+    # BokehJS was put on the page first (inline) so the live widget can render: the bundles
+    # of its models (tables, widgets), not MathJax's nor WebGL's
+    from bokeh.resources import INLINE, Resources
+
+    loads = [str(o.get("data", {})) for o in outs[: first - 1]]
+    assert any("Bokeh" in s and "DataTable" in s for s in loads)
+    assert not any("bokeh-gl" in s for s in loads)
+    every = sum(len(js) for js in INLINE.js_raw)
+    mathjax = sum(len(js) for js in Resources(mode="inline", components=["bokeh-mathjax"]).js_raw)
+    # (the load output carries the JavaScript twice: for the classic notebook and for Lab)
+    largest = max(len(str(v)) for o in outs[: first - 1] for v in o.get("data", {}).values())
+    assert largest < every - mathjax
     assert executed.cells[1].outputs[0]["data"]["text/plain"] == "True"
 
 
