@@ -51,6 +51,8 @@ def test_reopened_without_kernel_shows_the_static_dashboard(
         lab_server.root, NB, [f"import jlprof\np = jlprof.load({str(export)!r})\np.dashboard()"]
     )
     page.set_viewport_size({"width": 1400, "height": 2300})
+    # the server is shared: no tabs of earlier tests restored (hidden) into this page
+    lab_server.api("lab/api/workspaces/default", method="DELETE")
     open_notebook(page, lab_server, NB)
     run_all_cells(page)
     page.wait_for_function(
