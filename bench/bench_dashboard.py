@@ -58,9 +58,14 @@ def main() -> None:
     from jlprof.widgets import dashboard as dmod
 
     dmod._bokeh_js_loaded = True  # no front end here: skip publishing BokehJS
+    import IPython.display
+
+    shown: list[dict] = []  # the static rendering is displayed as an output of its own
+    IPython.display.display = lambda obj, raw=False: shown.append(obj)
     t = time.perf_counter()
     bundle = dash._repr_mimebundle_()
     bundle_s = time.perf_counter() - t
+    bundle["text/html"] = "".join(o.get("text/html", "") for o in shown)
 
     n = p.iterations.count
     rnd = random.Random(0)

@@ -26,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from bench.trace_summary import CATEGORIES  # noqa: E402
 from tests.ui.conftest import write_notebook  # noqa: E402
 from tests.ui.lab import CHROMIUM, CHROMIUM_ARGS, open_notebook, start_lab, stop_lab  # noqa: E402
 from tests.ui.test_dashboard import DEEP  # noqa: E402
@@ -48,9 +49,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--export", type=Path, default=HERE / "out" / "big.sqlite")
     ap.add_argument("--changes", type=int, default=8)
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="also take a Chromium performance trace of the initial render and of one extra "
+        "range change (bench/out/trace_*.json; summarise with bench/trace_summary.py)",
+    )
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
+    (HERE / "out").mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="jlprof-bench-"))
     (tmp / "root").mkdir()
     lab = start_lab(tmp / "root", tmp / "lab.log")
@@ -90,6 +98,8 @@ def main() -> None:
                 ".getAttribute('data-status') === 'idle'"
             )
             res["load_cell_s"] = time.perf_counter() - t
+            if args.trace:
+                browser.start_tracing(page=page, categories=CATEGORIES)
             t0 = page.evaluate("() => performance.now()")
             run_cell(page, 1)
             page.wait_for_function(
@@ -99,6 +109,8 @@ def main() -> None:
             )
             page.evaluate(FRAMES)
             res["initial_render_ms"] = page.evaluate("() => performance.now()") - t0
+            if args.trace:
+                (HERE / "out" / "trace_initial.json").write_bytes(browser.stop_tracing())
             handle = page.locator(".jlprof-dashboard .widget-slider .noUi-handle-lower")
             totals, kernel = [], []
             for i in range(args.changes):
@@ -116,6 +128,16 @@ def main() -> None:
                     r"updated in (\d+) ms", page.locator(".jlprof-dashboard").inner_text()
                 )
                 kernel.append(float(m.group(1)) if m else float("nan"))
+            if args.trace:  # one more change, traced (not part of the figures above)
+                handle.focus()
+                browser.start_tracing(page=page, categories=CATEGORIES)
+                page.keyboard.press("ArrowRight")
+                page.wait_for_function(
+                    f"() => document.querySelector('.jlprof-dashboard').innerText"
+                    f".includes('iterations {args.changes + 1}..')"
+                )
+                page.evaluate(FRAMES)
+                (HERE / "out" / "trace_range.json").write_bytes(browser.stop_tracing())
             page.screenshot(path=str(HERE / "out" / "dashboard_browser.png"), full_page=True)
             browser.close()
     finally:
@@ -130,7 +152,6 @@ def main() -> None:
             "range_change_browser_median_ms": statistics.median(browser_side),
         }
     )
-    (HERE / "out").mkdir(exist_ok=True)
     (HERE / "out" / "dashboard_browser.json").write_text(json.dumps(res, indent=2))
     print("| measure (browser, headless Chromium) | value |")
     print("|---|---|")

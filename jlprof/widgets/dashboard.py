@@ -31,15 +31,21 @@ DEFAULT_DOMAIN = "(default domain)"
 _bokeh_js_loaded = False
 
 
+# the BokehJS bundles the dashboard's models need: not bokeh-mathjax (1.8 MB) nor bokeh-gl
+# (no WebGL here), which bokeh.resources.INLINE adds; half the JavaScript the page must
+# evaluate before the first view (measured: ~380 ms of the browser's initial render for all)
+BOKEHJS_COMPONENTS = ["bokeh", "bokeh-widgets", "bokeh-tables"]
+
+
 def ensure_bokehjs() -> None:
     """Put BokehJS on the page once per kernel (inline: no CDN needed; see DESIGN.md)."""
     global _bokeh_js_loaded
     if _bokeh_js_loaded:
         return
     from bokeh.io import output_notebook
-    from bokeh.resources import INLINE
+    from bokeh.resources import Resources
 
-    output_notebook(INLINE, hide_banner=True)
+    output_notebook(Resources(mode="inline", components=BOKEHJS_COMPONENTS), hide_banner=True)
     _bokeh_js_loaded = True
 
 
@@ -172,7 +178,8 @@ class Dashboard(w.VBox):
         self.last_update_ms = (time.perf_counter() - t) * 1e3
         self._say(
             f"iterations {lo}..{hi} of {p.iterations.count} · updated in "
-            f"{self.last_update_ms:.0f} ms"
+            f"{self.last_update_ms:.0f} ms",
+            detail=f"GPU timeline: {self.views.lod_text}",
         )
 
     def _refresh(self, key_node_changed: bool) -> None:
@@ -346,18 +353,31 @@ class Dashboard(w.VBox):
             [DEFAULT_DOMAIN] if (nv["domain"].astype(str) == "").any() else []
         )
 
-    def _say(self, text: str, error: bool = False) -> None:
+    def _say(self, text: str, error: bool = False, detail: str = "") -> None:
         self.status_text = text
         color = "#b00020" if error else "#555"
-        self.status.value = f"<span style='color:{color};font-size:12px'>{html.escape(text)}</span>"
+        more = (
+            f"<br><span style='color:#555;font-size:11px'>{html.escape(detail)}</span>"
+            if detail
+            else ""
+        )
+        self.status.value = (
+            f"<span style='color:{color};font-size:12px'>{html.escape(text)}</span>{more}"
+        )
 
     # ---- display -------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        """The live widget, plus text and a static Bokeh rendering for kernel-less viewers."""
+        """The live widget (with text), after a static rendering for kernel-less viewers.
+
+        The static rendering is an output of its own, displayed first (see
+        :mod:`jlprof.widgets.static` for why it cannot be the widget bundle's ``text/html``).
+        """
+        from IPython.display import display
+
         ensure_bokehjs()
+        display({"text/html": static_html(self.profile)}, raw=True)
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/plain"] = repr(self.profile)
-        bundle["text/html"] = static_html(self.profile)
         return bundle
 
 

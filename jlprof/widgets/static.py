@@ -1,13 +1,20 @@
 """Static rendering of the dashboard: standalone Bokeh HTML plus text, for kernel-less viewers.
 
 A saved notebook, nbconvert's HTML or a Git forge's viewer has no kernel behind the widget;
-they show this instead (the ``text/html`` of the dashboard's mimebundle), never an empty box.
+they show this instead, never an empty box. It is an output of its own, displayed just before
+the widget (not the ``text/html`` of the widget's mimebundle: JupyterLab always picks the
+widget mimetype when the widget manager is there, and then shows "Error displaying widget:
+model not found" for a notebook reopened without its kernel). So that it is not shown twice
+where the live widget renders, it carries a CSS rule that hides it next to a live widget
+output, and hides a failed one next to it instead (``STYLE``). Its figures are embedded only
+once it is visible (``LOADER``): a hidden copy costs the live page no BokehJS run.
 BokehJS is inlined because no CDN may be reachable where the notebook is read.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from typing import TYPE_CHECKING
 
 from bokeh.embed import components
@@ -43,19 +50,79 @@ def fill(
     views.update_tc(data.tensor_core(p, lo, hi))
 
 
+# JupyterLab 4: each output is a .jp-OutputArea-child; ipywidgets' renderer node gets the
+# class jupyter-widgets when it failed ("Error displaying widget: model not found"), and
+# stays at "Loading widget..." where no kernel was started. The rules (:has() cannot nest):
+# hidden next to a live dashboard; the failed widget output next to it hidden; while the
+# loader waits for the widget (live JupyterLab only) hidden; once it gave up, the widget
+# output hidden. Without scripts (an untrusted notebook) it simply shows.
+_CHILD = ".jp-OutputArea-child"
+STYLE = (
+    "<style>"
+    f"{_CHILD}:has(.jlprof-static):has(+ {_CHILD} .jlprof-dashboard), "
+    f"{_CHILD}.jlprof-static-wait, "
+    f"{_CHILD}:has(.jlprof-static) + {_CHILD}:has(> .jp-OutputArea-output.jupyter-widgets), "
+    f"{_CHILD}.jlprof-static-alone + {_CHILD}:not(:has(.jlprof-dashboard)) "
+    "{display:none}</style>"
+)
+WAIT_MS = 4000  # how long a live JupyterLab page may take to render the widget next to it
+# In a live JupyterLab page (Lumino widgets): wait for the widget output next to it, and
+# show the static copy only when that fails or does not render in WAIT_MS. Anywhere:
+# run BokehJS (unless the page has it) and the embedding script once the copy is visible.
+LOADER = """<script>(function () {
+  var me = document.currentScript, box = me && me.closest('.jlprof-static'), done = false;
+  if (!box) return;
+  function run(src) {
+    var s = document.createElement('script'); s.text = src; document.head.appendChild(s);
+  }
+  function go() {
+    if (done || !box.getClientRects().length) return;
+    done = true;
+    var code = JSON.parse(box.querySelector('script.jlprof-static-js').textContent);
+    if (!(window.Bokeh && window.Bokeh.embed)) run(code[0]);
+    run(code[1]);
+  }
+  var child = box.closest('.jp-OutputArea-child.lm-Widget');
+  var next = child && child.nextElementSibling;
+  if (next && !next.querySelector('.jlprof-dashboard')) {
+    child.classList.add('jlprof-static-wait');
+    var t0 = Date.now(), iv = setInterval(function () {
+      var live = next.querySelector('.jlprof-dashboard');
+      var failed = next.querySelector(':scope > .jupyter-widgets');
+      if (!live && !failed && Date.now() - t0 < WAIT_MS) return;
+      clearInterval(iv);
+      child.classList.remove('jlprof-static-wait');
+      if (!live) child.classList.add('jlprof-static-alone');
+    }, 100);
+  }
+  if (window.IntersectionObserver) {
+    new IntersectionObserver(function (es) {
+      if (es.some(function (e) { return e.isIntersecting; })) go();
+    }).observe(box);
+  } else go();
+})();</script>""".replace("WAIT_MS", str(WAIT_MS))
+
+
+def _json_script(value: object) -> str:
+    """``value`` as JSON inside a non-executed script tag (``</`` escaped: it cannot end it)."""
+    text = json.dumps(value).replace("</", "<\\/")
+    return f"<script type='application/json' class='jlprof-static-js'>{text}</script>"
+
+
 def static_html(p: Profile) -> str:
     """Headline cards, the text summary and the figures as one self-contained HTML fragment."""
     from jlprof.widgets.dashboard import cards_html
 
     views = Views(p.correlated.t_first_ns, interactive=False)
     fill(views, p)
-    script, div = components(views.static_layout)
-    js = Resources(mode="inline", components=["bokeh"]).render_js()
+    script, div = components(views.static_layout, wrap_script=False)
+    bokehjs = "\n".join(Resources(mode="inline", components=["bokeh"]).js_raw)
     lo, hi = p.iter_start, p.iter_stop
     return (
-        "<div class='jlprof-static'>"
+        f"{STYLE}<div class='jlprof-static'>"
         "<p style='font-size:11px;color:#666'>Static jlprof dashboard (no live kernel): "
         "run the cell to interact.</p>"
-        f"{cards_html(data.headline(p, lo, hi))}{profile_html(p)}{js}{div}{script}"
-        f"<p style='font-size:11px;color:#555'>{html.escape(views.lod_note.text)}</p></div>"
+        f"{cards_html(data.headline(p, lo, hi))}{profile_html(p)}{div}"
+        f"<p style='font-size:11px;color:#555'>{html.escape(views.lod_text)}</p>"
+        f"{_json_script([bokehjs, script])}{LOADER}</div>"
     )

@@ -93,7 +93,8 @@ def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
         timeout=30_000,
     )
     page.wait_for_function(
-        "() => document.querySelector('.jlprof-cards').innerText.includes('over 10 iteration')"
+        "() => document.querySelector('.jlprof-dashboard .jlprof-cards').innerText"
+        ".includes('over 10 iteration')"
     )
     # the Bokeh kernel table in the page now counts 9 full steps (3..11) plus the tail
     page.wait_for_timeout(500)
@@ -106,7 +107,8 @@ def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
     box.fill("/model/conv1/conv2d")
     box.press("Enter")
     page.wait_for_function(
-        "() => document.querySelector('.jlprof-cards').innerText.includes('/model/conv1/conv2d')",
+        "() => document.querySelector('.jlprof-dashboard .jlprof-cards').innerText"
+        ".includes('/model/conv1/conv2d')",
         timeout=30_000,
     )
     page.wait_for_function(  # the range resets to every iteration of the new key node

@@ -43,12 +43,47 @@ def test_displayed_profile_is_the_dashboard_with_fallbacks(executed) -> None:
     assert len(widget) == 1, [list(o.get("data", {})) for o in outs]
     data = widget[0]["data"]
     assert data["text/plain"].startswith("<jlprof.Profile loop.sqlite: key node optimizer_step")
-    assert "Static jlprof dashboard" in data["text/html"]
-    assert "Bokeh.embed.embed_items" in data["text/html"]  # the figures, standalone
-    # BokehJS was put on the page first (inline) so the live widget can render
+    # no text/html in the widget's bundle: JupyterLab would never show it (see static.py)
+    assert set(data) == {WIDGET, "text/plain"}
+    # the static rendering is the output just before the widget
     first = outs.index(widget[0])
-    assert any("bokeh" in str(o.get("data", {})).lower() for o in outs[:first])
+    static = outs[first - 1]["data"]["text/html"]
+    assert "Static jlprof dashboard" in static
+    assert "Bokeh.embed.embed_items" in static  # the figures, standalone, embedded lazily
+    assert "<script type='application/json' class='jlprof-static-js'>" in static
+    assert "jupyter-widgets" in static  # the rule that hides a failed widget output
+    # BokehJS was put on the page first (inline) so the live widget can render: the bundles
+    # of its models (tables, widgets), not MathJax's nor WebGL's
+    from bokeh.resources import INLINE, Resources
+
+    loads = [str(o.get("data", {})) for o in outs[: first - 1]]
+    assert any("Bokeh" in s and "DataTable" in s for s in loads)
+    assert not any("bokeh-gl" in s for s in loads)
+    every = sum(len(js) for js in INLINE.js_raw)
+    mathjax = sum(len(js) for js in Resources(mode="inline", components=["bokeh-mathjax"]).js_raw)
+    # (the load output carries the JavaScript twice: for the classic notebook and for Lab)
+    largest = max(len(str(v)) for o in outs[: first - 1] for v in o.get("data", {}).values())
+    assert largest < every - mathjax
     assert executed.cells[1].outputs[0]["data"]["text/plain"] == "True"
+
+
+def test_static_scripts_cannot_end_their_tag_early(executed) -> None:
+    """The inlined BokehJS and embedding script travel as JSON in one script tag: nothing in
+    them may close it, and the JSON must give back the scripts."""
+    import json
+    import re
+
+    static = next(
+        o["data"]["text/html"]
+        for o in executed.cells[0].outputs
+        if "jlprof-static" in str(o.get("data", {}).get("text/html", ""))
+    )
+    m = re.search(r"<script type='application/json' class='jlprof-static-js'>(.*?)</script>",
+                  static, re.S)  # fmt: skip
+    assert m is not None
+    bokehjs, embed = json.loads(m.group(1))
+    assert "Bokeh" in bokehjs and len(bokehjs) > 500_000  # all of BokehJS, inline
+    assert "embed_items" in embed
 
 
 def test_nbconvert_html_shows_the_static_rendering(executed) -> None:
