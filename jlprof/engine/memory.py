@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 
+import numpy as np
+
 # mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -67,6 +69,28 @@ def release_reader_memory() -> None:
 
 
 @contextmanager
+def small_pages() -> Iterator[None]:
+    """Within the block, numpy does not ask for transparent huge pages for its arrays.
+
+    numpy advises huge pages for every array of 4 MB or more. Where the kernel then
+    compacts memory synchronously on fault (THP ``defrag=madvise``, the Debian default),
+    each such first touch stalls: at 1M kernels the whole load took ~10 % longer and twice
+    the system time than with 4 kB pages (BENCHMARKS.md, 2026-11-23). The previous setting
+    is restored on exit, so the user's own numpy work is left as it was.
+    """
+    setter = getattr(getattr(np, "_core", None), "multiarray", None)
+    setter = getattr(setter, "_set_madvise_hugepage", None)
+    if setter is None:  # another numpy: nothing to change
+        yield
+        return
+    previous = setter(False)
+    try:
+        yield
+    finally:
+        setter(previous)
+
+
+@contextmanager
 def heavy_stage() -> Iterator[None]:
     """Within the block, big arrays reuse freed heap memory; after it, give memory back.
 
@@ -75,7 +99,8 @@ def heavy_stage() -> Iterator[None]:
     global _depth
     libc = _libc()
     if libc is None:
-        yield
+        with small_pages():
+            yield
         return
     with _lock:
         _depth += 1
@@ -83,7 +108,8 @@ def heavy_stage() -> Iterator[None]:
             libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX)
             libc.mallopt(_M_TRIM_THRESHOLD, _STAGE_TRIM)
     try:
-        yield
+        with small_pages():
+            yield
     finally:
         with _lock:
             _depth -= 1

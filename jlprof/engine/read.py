@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import schema
-from jlprof.engine.memory import release_reader_memory
+from jlprof.engine.memory import release_reader_memory, small_pages
 from jlprof.engine.trace import (
     API_COLUMNS,
     GLOBAL_PID_MASK,
@@ -602,7 +602,11 @@ def read_trace(
     progress: Progress | None = None,
 ) -> Trace:
     """Read every table the engine needs from an nsys SQLite export."""
-    path = Path(path)
+    with small_pages():
+        return _read_trace(Path(path), use_connectorx, progress)
+
+
+def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | None) -> Trace:
     check_database(path)
     say = progress or (lambda _msg: None)
     try:

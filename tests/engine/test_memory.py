@@ -54,3 +54,15 @@ def test_arrow_buffers_of_reading_are_given_back():
     before = _rss_kb()
     memory.release_reader_memory()
     assert before - _rss_kb() > 20 * 1024
+
+
+def test_small_pages_only_inside_and_the_user_setting_restored():
+    setter = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
+    if setter is None:
+        pytest.skip("this numpy has no huge-page switch")
+    for user in (True, False):
+        setter(user)
+        with memory.heavy_stage():
+            assert setter(False) is False  # reads (and keeps) the setting inside
+        assert setter(user) is user
+    setter(True)
