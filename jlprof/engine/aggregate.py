@@ -190,7 +190,8 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
         names=["op", "iteration"],
     )
 
-    kernel_iter = _kernel_iter(c, gpu_iter, n_it)
+    op_iter = group_major(op_iter, "op")
+    kernel_iter = group_major(_kernel_iter(c, gpu_iter, n_it), ["kernel", "op"])
     time_iter = _time_iter(c, it)
     return Cube(
         iterations=it,
@@ -598,34 +599,50 @@ def _group_codes(frame: pd.DataFrame, level: str | list[str]) -> tuple[np.ndarra
     return np.asarray(codes, dtype=np.int64), groups
 
 
-def _layout(frame: pd.DataFrame, level: str | list[str]) -> _Layout:
-    cache = frame.__dict__.setdefault("_jlprof_layouts", {})
-    name = level if isinstance(level, str) else tuple(level)
-    if name in cache:
-        return cache[name]
+def _group_order(
+    frame: pd.DataFrame, level: str | list[str]
+) -> tuple[pd.Index, np.ndarray, int, int, np.ndarray | None]:
+    """(groups, sorted key, span, it0, row order or None when already in that order)."""
     it = np.asarray(frame.index.get_level_values("iteration"), dtype=np.int64)
     codes, groups = _group_codes(frame, level)
     it0 = int(it.min()) if len(it) else 0
     span = int(it.max()) - it0 + 1 if len(it) else 1
     key = codes * span + (it - it0)
-    order = None
-    if len(key) > 1 and not bool(np.all(key[1:] >= key[:-1])):
-        if bool(np.all(it[1:] >= it[:-1])) and len(groups) < 2**15:
-            # iteration-major rows (the cube's usual layout): a stable radix sort by group
-            order = np.argsort(codes.astype(np.int16), kind="stable")
-        else:
-            order = np.argsort(key, kind="stable")
-        key = key[order]
+    if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return groups, key, span, it0, None
+    if bool(np.all(it[1:] >= it[:-1])) and len(groups) < 2**15:
+        # iteration-major rows (how the cube is built): a stable radix sort by group
+        order = np.argsort(codes.astype(np.int16), kind="stable")
+    else:
+        order = np.argsort(key, kind="stable")
+    return groups, key[order], span, it0, order
+
+
+def _layout(frame: pd.DataFrame, level: str | list[str]) -> _Layout:
+    cache = frame.__dict__.setdefault("_jlprof_layouts", {})
+    name = level if isinstance(level, str) else tuple(level)
+    if name in cache:
+        return cache[name]
+    groups, key, span, it0, order = _group_order(frame, level)
     cols, dtypes = {}, {}
     for col in frame.columns:
         v = frame[col].to_numpy()
         if v.dtype == bool:
             v = v.astype(np.int64)  # a group-by sums booleans to counts
-        v = v if order is None else v[order]
-        cols[col] = np.append(v, v[:1] if len(v) else np.zeros(1, v.dtype))
+        cols[col] = v if order is None else v[order]  # the frame's own arrays when in order
         dtypes[col] = v.dtype
     lay = cache[name] = _Layout(groups, key, span, it0, cols, dtypes)
     return lay
+
+
+def group_major(frame: pd.DataFrame, level: str | list[str]) -> pd.DataFrame:
+    """The frame's rows in (group, iteration) order: :func:`combine` then copies nothing.
+
+    Done once when the cube is built, instead of a reordered copy of every column kept
+    beside the frame (~80 MB at 1M kernels).
+    """
+    order = _group_order(frame, level)[4]
+    return frame if order is None else frame.take(order)
 
 
 def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd.DataFrame:
@@ -643,6 +660,8 @@ def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd
         return combine_reference(frame, level, lo, hi)
     idx = np.empty(2 * len(keep), dtype=np.int64)
     idx[0::2], idx[1::2] = a[keep], b[keep]
+    if idx[-1] == len(lay.key):  # the last run ends with the rows: reduceat runs to the end
+        idx = idx[:-1]
     ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}
     out = {c: ufunc[_agg_of(c)].reduceat(v, idx)[0::2] for c, v in lay.cols.items()}
     index = lay.groups[keep]
