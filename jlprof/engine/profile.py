@@ -145,8 +145,10 @@ class Profile:
         """Cache a range's intermediate frame (reports share them; a range change is cheap)."""
         key = (what, self.key_node, lo, hi)
         if key not in self._memo:
-            if len(self._memo) > 64:
-                self._memo.clear()
+            ranged = [k for k in self._memo if isinstance(k, tuple)]
+            if len(ranged) > 64:  # forget old ranges, keep the per-profile entries (str keys)
+                for k in ranged:
+                    del self._memo[k]
             self._memo[key] = build()
         return self._memo[key]
 

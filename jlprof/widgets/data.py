@@ -192,6 +192,9 @@ class _GpuOrder:
     order: np.ndarray
     lane: np.ndarray  # lane per sorted row
     labels: list[str]
+    start: np.ndarray  # per sorted row, so a range change gathers nothing of 1M rows
+    end: np.ndarray
+    codes: np.ndarray  # kernel-name codes
 
 
 def _gpu_order(p: Profile) -> _GpuOrder:
@@ -206,7 +209,14 @@ def _gpu_order(p: Profile) -> _GpuOrder:
         labels = [f"{dev_labels[u // n_str].split(':')[0]} stream {u % n_str}" for u in uniq]
         start = g["start_ns"].to_numpy(np.int64)
         order = np.lexsort((start, inv))
-        cached = _GpuOrder(order=order, lane=inv[order].astype(np.int64), labels=labels)
+        cached = _GpuOrder(
+            order=order,
+            lane=inv[order].astype(np.int64),
+            labels=labels,
+            start=start[order],
+            end=g["end_ns"].to_numpy(np.int64)[order],
+            codes=g["name"].cat.codes.to_numpy()[order],
+        )
         p._memo["widgets.gpu_order"] = cached
     return cached
 
@@ -226,14 +236,18 @@ def gpu_timeline(
     if len(g) == 0:
         return pd.DataFrame(columns=cols), False
     go = _gpu_order(p)
-    it = p.cube.gpu_iter[go.order]
+    it_key = f"widgets.gpu_iter:{p.key_node}"  # per key node, in the (lane, start) order
+    if it_key not in p._memo:
+        p._memo[it_key] = p.cube.gpu_iter[go.order]
+    it = p._memo[it_key]
     keep = (it >= lo) & (it <= hi)
-    rows = go.order[keep]
-    lane = go.lane[keep]
-    start = g["start_ns"].to_numpy(np.int64)[rows]
-    end = g["end_ns"].to_numpy(np.int64)[rows]
+    whole = bool(keep.all())
+    rows = go.order if whole else go.order[keep]
+    lane = go.lane if whole else go.lane[keep]
+    start = go.start if whole else go.start[keep]
+    end = go.end if whole else go.end[keep]
     names = g["name"].cat.categories.to_numpy(object)
-    codes = g["name"].cat.codes.to_numpy()[rows]
+    codes = go.codes if whole else go.codes[keep]
     labels = np.asarray(go.labels, dtype=object)
     if len(rows) <= max_glyphs:
         frame = pd.DataFrame(
@@ -250,7 +264,8 @@ def gpu_timeline(
         )
         return frame, False
     t0, t1 = int(start.min()), int(end.max())
-    bins = max(1, min(BINS_PER_LANE, max_glyphs // max(len(np.unique(lane)), 1)))
+    n_lanes = 1 + int(np.count_nonzero(lane[1:] != lane[:-1]))  # rows are sorted by lane
+    bins = max(1, min(BINS_PER_LANE, max_glyphs // n_lanes))
     b = np.minimum((start - t0) * bins // max(t1 - t0, 1), bins - 1)
     key = lane * bins + b  # non-decreasing: rows are sorted by (lane, start)
     cut = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
