@@ -34,6 +34,17 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 
+# JavaScript: querySelectorAll through Bokeh's nested shadow roots, for page.evaluate
+DEEP = """(root, sel) => {
+    const out = [];
+    const walk = (r) => {
+        out.push(...r.querySelectorAll(sel));
+        for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
+    };
+    walk(root);
+    return out;
+}"""
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -10,25 +10,13 @@ import pytest
 
 from tests.fixtures.loops import small_training_export
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import open_notebook, run_all_cells, screenshot
+from tests.ui.lab import DEEP, open_notebook, run_all_cells, screenshot
 
 STEPS = 12
 
 
 def _text(page, selector: str) -> str:
     return page.locator(selector).first.inner_text()
-
-
-# querySelectorAll through Bokeh's nested shadow roots
-DEEP = """(root, sel) => {
-    const out = [];
-    const walk = (r) => {
-        out.push(...r.querySelectorAll(sel));
-        for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
-    };
-    walk(root);
-    return out;
-}"""
 
 
 def _kernel_calls(page) -> list[str]:

@@ -22,7 +22,7 @@ import pytest
 import jlprof
 from tests.server.profiles import make_run, nsys_export_bytes
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import ARTIFACTS, LabServer, open_notebook, screenshot, wait_idle
+from tests.ui.lab import ARTIFACTS, DEEP, LabServer, open_notebook, screenshot, wait_idle
 
 SETTINGS = "lab/api/settings/jlprof:plugin"
 NOTIFICATIONS = "lab/api/settings/@jupyterlab/apputils-extension:notification"
@@ -72,6 +72,27 @@ def quiet_lab(lab_server: LabServer, page: Any, request: pytest.FixtureRequest):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / f"{request.node.name}.console.log").write_text("\n".join(lines) + "\n")
     (ARTIFACTS / f"{request.node.name}.server.log").write_text(lab_server.log_tail(400) + "\n")
+
+
+def open_in_jlprof(page: Any, file_type: str) -> None:
+    """File browser, labext/traces/: select the file of ``file_type``, then "Open in jlprof"."""
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', "
+        "{path: 'labext/traces/'})"
+    )
+    item = page.locator(f'.jp-DirListing-item[data-file-type="{file_type}"]')
+    item.click()  # selected first: the command opens the file browser's selection
+    page.wait_for_selector(f'.jp-DirListing-item.jp-mod-selected[data-file-type="{file_type}"]')
+    item.click(button="right")
+    page.locator(".lm-Menu-item", has_text="Open in jlprof").click()
+
+
+def opened_shows_t_reports(page: Any, lab_server: LabServer, traces: Path, nb: str) -> None:
+    """The notebook "Open in jlprof" made for traces/t opens, runs and shows t's reports."""
+    wait_notebook_open(page, nb)
+    assert _notebook_sources(lab_server, nb) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
+    wait_ran(page, nb)
+    assert_shows_reports(shown_reports(page, nb), expected_reports(traces / "t.sqlite"))
 
 
 def test_profile_cell_commands(lab_server: LabServer, page: Any, header_settings: None) -> None:
@@ -212,18 +233,9 @@ def wait_ran(page: Any, path: str, timeout_ms: int = 120_000) -> None:
     )
 
 
-# the panel of an open notebook, and querySelectorAll through Bokeh's nested shadow roots
+# the panel of an open notebook
 PANEL = """(p) => window.jupyterapp.shell.widgets('main').find(
     w => w.context && w.context.path === p).node"""
-DEEP = """(root, sel) => {
-    const out = [];
-    const walk = (r) => {
-        out.push(...r.querySelectorAll(sel));
-        for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
-    };
-    walk(root);
-    return out;
-}"""
 # what notebook p's dashboard shows: its cards (title -> [value, note]), the kernel table's
 # title and rendered rows (the table with a yes/no TC column; the op tree's has counts)
 SHOWN = f"""(p) => {{
@@ -361,20 +373,9 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     screenshot_kernels(page, nb_path, "labext-opened-profile-kernels")
 
     # file browser: "Open in jlprof" on a .nsys-rep opens its export the same way
-    page.evaluate(
-        "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', "
-        "{path: 'labext/traces/'})"
-    )
-    rep = page.locator('.jp-DirListing-item[data-file-type="jlprof-nsys-rep"]')
-    rep.click()  # selected first: the command opens the file browser's selection
-    page.wait_for_selector('.jp-DirListing-item.jp-mod-selected[data-file-type="jlprof-nsys-rep"]')
-    rep.click(button="right")
-    page.locator(".lm-Menu-item", has_text="Open in jlprof").click()
+    open_in_jlprof(page, "jlprof-nsys-rep")
     nb2 = "labext/traces/profile-t.ipynb"
-    wait_notebook_open(page, nb2)
-    assert _notebook_sources(lab_server, nb2) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
-    wait_ran(page, nb2)
-    assert_shows_reports(shown_reports(page, nb2), expected_reports(traces / "t.sqlite"))
+    opened_shows_t_reports(page, lab_server, traces, nb2)
     screenshot(page, "labext-open-from-file-browser")
     screenshot_kernels(page, nb2, "labext-open-from-file-browser-kernels")
 
@@ -396,22 +397,9 @@ def test_sidebar_lists_and_opens_profiles(lab_server: LabServer, page: Any, tmp_
     screenshot(page, "labext-inserted-cells")
 
     # ... and on an nsys .sqlite; profile-t.ipynb exists now: the new one is numbered
-    page.evaluate(
-        "() => window.jupyterapp.commands.execute('filebrowser:go-to-path', "
-        "{path: 'labext/traces/'})"
-    )
-    sqlite = page.locator('.jp-DirListing-item[data-file-type="jlprof-nsys-sqlite"]')
-    sqlite.click()
-    page.wait_for_selector(
-        '.jp-DirListing-item.jp-mod-selected[data-file-type="jlprof-nsys-sqlite"]'
-    )
-    sqlite.click(button="right")
-    page.locator(".lm-Menu-item", has_text="Open in jlprof").click()
+    open_in_jlprof(page, "jlprof-nsys-sqlite")
     nb3 = "labext/traces/profile-t-2.ipynb"
-    wait_notebook_open(page, nb3)
-    assert _notebook_sources(lab_server, nb3) == ["%load_ext jlprof", "%dlprof --database t.sqlite"]
-    wait_ran(page, nb3)
-    assert_shows_reports(shown_reports(page, nb3), expected_reports(traces / "t.sqlite"))
+    opened_shows_t_reports(page, lab_server, traces, nb3)
     screenshot_kernels(page, nb3, "labext-open-sqlite-from-file-browser-kernels")
 
     # what jupyterlab.browser_check looks for (it would download a browser, so not run here)
