@@ -470,7 +470,14 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
         np.asarray(dom_codes, np.int32)[dom_lookup + 1],
         categories=pd.Index(np.asarray(dom_uniq, object), dtype=object),
     )
-    last = int(max(df["start_ns"].max(), df["end_ns"].max()))
+    # open ranges end at the last time of the event kinds read (not of thread names etc.)
+    known = np.isin(etype, (*schema.NVTX_RANGE_TYPES, schema.NVTX_MARK, schema.NVTX_DOMAIN_CREATE))
+    last = int(
+        max(
+            df["start_ns"].to_numpy()[known].max(initial=0),
+            df["end_ns"].to_numpy()[known].max(initial=0),
+        )
+    )
     is_range = np.isin(etype, schema.NVTX_RANGE_TYPES)
     end_ns = df["end_ns"].to_numpy().copy()
     end_ns[is_range & (end_ns < 0)] = last  # open ranges closed at the last NVTX time

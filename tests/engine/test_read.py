@@ -350,3 +350,30 @@ def test_null_columns_read_as_their_defaults(exports, tmp_path, use_cx) -> None:
     # everything else as read from the untouched export; NVTX end/endGlobalTid NULLs included
     pd.testing.assert_frame_equal(got.gpu.iloc[1:], ref.gpu.iloc[1:])
     pd.testing.assert_frame_equal(got.nvtx, ref.nvtx)
+
+
+@pytest.mark.parametrize("use_cx", [False, True] if HAVE_CX else [False])
+def test_other_nvtx_event_kinds_are_dropped_and_do_not_close_open_ranges(
+    exports, tmp_path, use_cx
+) -> None:
+    """NVTX rows are read without a WHERE on eventType: other kinds must still play no part."""
+    import shutil
+    import sqlite3
+
+    db = shutil.copy(exports["2022.4"], tmp_path / "kinds.sqlite")
+    con = sqlite3.connect(db)
+    t_max, tid = con.execute(
+        "SELECT max(coalesce(end, start)), globalTid FROM NVTX_EVENTS WHERE eventType = 59"
+    ).fetchone()
+    con.execute(  # an open push/pop range, then a thread-name event (kind 48) much later
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (?, NULL, 59, "
+        "'open', ?), (?, NULL, 48, 'worker thread', ?)",
+        (t_max + 10, tid, t_max + 10**9, tid),
+    )
+    con.commit()
+    con.close()
+    got = read_trace(db, use_connectorx=use_cx)
+    assert "worker thread" not in got.nvtx["text"].astype(str).tolist()
+    assert "worker thread" not in got.marks["text"].astype(str).tolist()
+    opened = got.nvtx[got.nvtx["text"].astype(str) == "open"]
+    assert opened["end_ns"].tolist() == [t_max + 10]  # closed at the last range time, not 1 s on
