@@ -299,22 +299,42 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return pd.DataFrame(cols, copy=False)  # 1M rows: no consolidation copy
 
 
+def _group_stats_frame(p: Profile) -> pd.DataFrame:
+    """The group-node partials with one column per statistic, for :func:`combine`.
+
+    Built once per key node (min/max copies of the four time columns, a row count for the
+    averages), so a range change combines them in a few ms instead of a dozen group-bys.
+    """
+    key = f"group_stats:{p.key_node}"
+    if key not in p._memo:
+        gi = p.cube.group_iter
+        cols: dict[str, np.ndarray] = {
+            "calls": gi["calls"].to_numpy(np.int64),
+            "tc_eligible_ops": gi["tc_eligible_ops"].to_numpy(np.int64),
+            "tc_ops": gi["tc_ops"].to_numpy(np.int64),
+            "n": np.ones(len(gi), np.int64),
+        }
+        for col in ("cpu", "gpu", "overhead", "idle"):
+            v = gi[col].to_numpy(np.int64)
+            cols[f"{col}_sum"], cols[f"{col}_min"], cols[f"{col}_max"] = v, v, v
+        p._memo[key] = pd.DataFrame(cols, index=gi.index, copy=False)
+    return p._memo[key]
+
+
 def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     """Guide §10.8: non-leaf nodes, flattened per iteration, then total/avg/min/max."""
-    gi = p.cube.group_iter
-    itl = gi.index.get_level_values("iteration")
-    sub = gi[(itl >= lo) & (itl <= hi)]
     cols = ["Name", "No. Calls Aggregated", "No. TC Eligibility Ops", "No. Node Ops Using TC"]
     for label in ("CPU Time", "GPU Time", "CPU Overhead Time", "GPU Idle Time"):
         cols += [f"{s} {label} (ns)" for s, _ in STATS]
-    if sub.empty:
+    g = combine(_group_stats_frame(p), "group", lo, hi)
+    if g.empty:
         return pd.DataFrame(columns=cols)
-    g = sub.groupby(level="group", sort=True)
+    n = g["n"].to_numpy(np.float64)
     out: dict[str, Any] = {
-        "Name": p.correlated.paths["path"].to_numpy(object)[g.size().index.to_numpy()],
-        "No. Calls Aggregated": g["calls"].sum().to_numpy(np.int64),
-        "No. TC Eligibility Ops": g["tc_eligible_ops"].sum().to_numpy(np.int64),
-        "No. Node Ops Using TC": g["tc_ops"].sum().to_numpy(np.int64),
+        "Name": p.correlated.paths["path"].to_numpy(object)[g.index.to_numpy()],
+        "No. Calls Aggregated": g["calls"].to_numpy(np.int64),
+        "No. TC Eligibility Ops": g["tc_eligible_ops"].to_numpy(np.int64),
+        "No. Node Ops Using TC": g["tc_ops"].to_numpy(np.int64),
     }
     for col, label in (
         ("cpu", "CPU Time"),
@@ -322,10 +342,11 @@ def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:
         ("overhead", "CPU Overhead Time"),
         ("idle", "GPU Idle Time"),
     ):
-        out[f"Total {label} (ns)"] = g[col].sum().to_numpy(np.int64)
-        out[f"Avg. {label} (ns)"] = g[col].mean().round(1).to_numpy()
-        out[f"Min {label} (ns)"] = g[col].min().to_numpy(np.int64)
-        out[f"Max {label} (ns)"] = g[col].max().to_numpy(np.int64)
+        total = g[f"{col}_sum"].to_numpy(np.int64)
+        out[f"Total {label} (ns)"] = total
+        out[f"Avg. {label} (ns)"] = np.round(total / n, 1)
+        out[f"Min {label} (ns)"] = g[f"{col}_min"].to_numpy(np.int64)
+        out[f"Max {label} (ns)"] = g[f"{col}_max"].to_numpy(np.int64)
     df = pd.DataFrame(out)
     return df.sort_values("Name", kind="stable").reset_index(drop=True)
 
