@@ -195,6 +195,12 @@ class _GpuOrder:
     start: np.ndarray  # per sorted row, so a range change gathers nothing of 1M rows
     end: np.ndarray
     codes: np.ndarray  # kernel-name codes
+    busy: np.ndarray  # running sum of durations (one leading 0): a bar's busy time by difference
+    lane_start: np.ndarray  # lane * width + (start - t_min), ascending: bins by binary search
+    width: int
+    t_min: int
+    enc: np.ndarray  # duration, then reversed row index, in one int64: max = longest, earliest
+    enc_mask: int
 
 
 def _gpu_order(p: Profile) -> _GpuOrder:
@@ -209,13 +215,30 @@ def _gpu_order(p: Profile) -> _GpuOrder:
         labels = [f"{dev_labels[u // n_str].split(':')[0]} stream {u % n_str}" for u in uniq]
         start = g["start_ns"].to_numpy(np.int64)
         order = np.lexsort((start, inv))
+        lane = inv[order].astype(np.int64)
+        s_sorted = start[order]
+        e_sorted = g["end_ns"].to_numpy(np.int64)[order]
+        dur = e_sorted - s_sorted
+        t_min = int(s_sorted.min()) if len(s_sorted) else 0
+        width = int(max(e_sorted.max(), s_sorted.max()) - t_min) * 2 + 2 if len(s_sorted) else 2
+        bits = max(len(order).bit_length(), 1)
+        if len(dur) and (dur.min() < 0 or int(dur.max()) >= 1 << (62 - bits)):
+            enc = None  # absurd durations: the row-by-row path names the bars
+        else:
+            enc = (dur << bits) | ((1 << bits) - 1 - np.arange(len(order), dtype=np.int64))
         cached = _GpuOrder(
             order=order,
-            lane=inv[order].astype(np.int64),
+            lane=lane,
             labels=labels,
-            start=start[order],
-            end=g["end_ns"].to_numpy(np.int64)[order],
+            start=s_sorted,
+            end=e_sorted,
             codes=g["name"].cat.codes.to_numpy()[order],
+            busy=np.concatenate([[0], np.cumsum(dur)]),
+            lane_start=lane * width + (s_sorted - t_min),
+            width=width,
+            t_min=t_min,
+            enc=enc if enc is not None else np.zeros(0, np.int64),
+            enc_mask=(1 << bits) - 1 if enc is not None else -1,
         )
         p._memo["widgets.gpu_order"] = cached
     return cached
@@ -238,8 +261,11 @@ def gpu_timeline(
     go = _gpu_order(p)
     it_key = f"widgets.gpu_iter:{p.key_node}"  # per key node, in the (lane, start) order
     if it_key not in p._memo:
-        p._memo[it_key] = p.cube.gpu_iter[go.order]
-    it = p._memo[it_key]
+        p._memo[it_key] = _LaneIters.of(go, p.cube.gpu_iter[go.order])
+    lit: _LaneIters = p._memo[it_key]
+    if lit.runs is not None and go.enc_mask >= 0 and _FAST_BINS and lit.count(lo, hi) > max_glyphs:
+        return _binned(go, lit, lo, hi, max_glyphs, g["name"].cat.categories), True
+    it = lit.it
     keep = (it >= lo) & (it <= hi)
     whole = bool(keep.all())
     rows = go.order if whole else go.order[keep]
@@ -290,6 +316,95 @@ def gpu_timeline(
     frame["dur_ns"] = frame["end_ns"] - frame["start_ns"]
     frame["op"] = ""  # a bin mixes ops
     return frame[cols], True
+
+
+_FAST_BINS = True  # tests switch it off to compare with the row-by-row binning above
+
+
+@dataclass
+class _LaneIters:
+    """Launch iteration of each (lane, start)-sorted row, and where ranges begin per lane.
+
+    On one stream work runs in launch order, so within a lane the iterations never go
+    down: a range of iterations is then one run of rows per lane, found by binary search.
+    ``runs`` is None where that does not hold (the row-by-row path is used then).
+    """
+
+    it: np.ndarray
+    runs: np.ndarray | None  # lane * width + (iteration + 1), non-decreasing
+    width: int
+    n_lanes: int
+
+    @staticmethod
+    def of(go: _GpuOrder, it: np.ndarray) -> _LaneIters:
+        width = int(it.max()) + 3 if len(it) else 3
+        n_lanes = int(go.lane.max()) + 1 if len(go.lane) else 0
+        runs = go.lane * width + (it + 1)
+        ok = len(runs) < 2 or bool(np.all(runs[1:] >= runs[:-1]))
+        return _LaneIters(it, runs if ok else None, width, n_lanes)
+
+    def bounds(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        assert self.runs is not None
+        base = np.arange(self.n_lanes, dtype=np.int64) * self.width
+        lo_, hi_ = max(lo, -1), min(hi, self.width - 3)
+        a = np.searchsorted(self.runs, base + lo_ + 1, side="left")
+        b = np.searchsorted(self.runs, base + hi_ + 1, side="right")
+        return a, np.maximum(b, a)
+
+    def count(self, lo: int, hi: int) -> int:
+        a, b = self.bounds(lo, hi)
+        return int((b - a).sum())
+
+
+def _binned(
+    go: _GpuOrder, lit: _LaneIters, lo: int, hi: int, max_glyphs: int, names: pd.Index
+) -> pd.DataFrame:
+    """The binned timeline by binary searches per (lane, bin): no pass over the 1M rows.
+
+    Same bars as the row-by-row path (each lane's window cut into equal time bins; a bar is
+    the work starting in a bin, named after its longest activity, the first one on ties).
+    """
+    a, b = lit.bounds(lo, hi)
+    lanes = np.flatnonzero(b > a)
+    a, b = a[lanes], b[lanes]
+    t0 = int(go.start[a].min())
+    ends = np.maximum.reduceat(go.end, _runs_index(a, b, len(go.end)))[0::2]
+    span = max(int(ends.max()) - t0, 1)
+    bins = max(1, min(BINS_PER_LANE, max_glyphs // len(lanes)))
+    k = np.arange(1, bins, dtype=np.int64)
+    edges = t0 + (k * span + bins - 1) // bins  # a row is in bin k from here on
+    q = (lanes[:, None] * go.width + (edges[None, :] - go.t_min)).ravel()
+    inner = np.searchsorted(go.lane_start, q, side="left").reshape(len(lanes), bins - 1)
+    inner = np.clip(inner, a[:, None], b[:, None])
+    cuts = np.concatenate([a[:, None], inner, b[:, None]], axis=1)
+    first, stop = cuts[:, :-1].ravel(), cuts[:, 1:].ravel()
+    lane_of = np.repeat(lanes, bins)
+    full = stop > first
+    first, stop, lane_of = first[full], stop[full], lane_of[full]
+    idx = _runs_index(first, stop, len(go.end))
+    end = np.maximum.reduceat(go.end, idx)[0::2]
+    longest = np.maximum.reduceat(go.enc, idx)[0::2]  # longest, then earliest, per bar
+    row = go.enc_mask - (longest & go.enc_mask)
+    frame = pd.DataFrame(
+        {
+            "lane": np.asarray(go.labels, dtype=object)[lane_of],
+            "start_ns": go.start[first],
+            "end_ns": end,
+            "dur_ns": end - go.start[first],
+            "busy_ns": go.busy[stop] - go.busy[first],
+            "count": stop - first,
+            "name": names.to_numpy(object)[go.codes[row]],
+            "op": "",  # a bin mixes ops
+        }
+    )
+    return frame
+
+
+def _runs_index(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """reduceat indices for the runs [a, b) (non-empty, ascending): evens are the runs."""
+    idx = np.empty(2 * len(a), dtype=np.int64)
+    idx[0::2], idx[1::2] = a, b
+    return idx[:-1] if idx[-1] == n else idx
 
 
 def _op_ids(p: Profile, inst: np.ndarray) -> np.ndarray:

@@ -208,3 +208,33 @@ def test_kernel_table_calls(loop: Profile) -> None:
     counts = it["Kernel Name"].astype(str).value_counts()
     for name, n in counts.items():
         assert k.loc[name, "Calls"] == n == 5
+
+
+def _timeline_both_ways(p: Profile, lo: int, hi: int, cap: int) -> tuple:
+    fast = data.gpu_timeline(p, lo, hi, cap)
+    data._FAST_BINS = False
+    try:
+        slow = data.gpu_timeline(p, lo, hi, cap)
+    finally:
+        data._FAST_BINS = True
+    return fast, slow
+
+
+@pytest.mark.parametrize("cap", [1, 3, 5, 12, 40])
+def test_binned_timeline_by_binary_search_equals_the_row_by_row_one(loop: Profile, cap) -> None:
+    for lo, hi in [(0, STEPS), (3, 7), (5, 5), (1, STEPS - 1)]:
+        (fast, m1), (slow, m2) = _timeline_both_ways(loop, lo, hi, cap)
+        assert m1 == m2
+        pd.testing.assert_frame_equal(fast, slow, obj=f"{lo}..{hi} cap {cap}")
+
+
+def test_binned_timeline_equal_on_several_gpus_and_streams() -> None:
+    from tests.engine.synthetic import training_loop
+
+    p = Profile(
+        training_loop(seed=11, iters=8, gpus=2, overlap=0.4).trace, key_node="optimizer_step"
+    )
+    for lo, hi in [(0, 7), (2, 5), (6, 6)]:
+        for cap in (2, 7, 30):
+            (fast, _), (slow, _) = _timeline_both_ways(p, lo, hi, cap)
+            pd.testing.assert_frame_equal(fast, slow, obj=f"{lo}..{hi} cap {cap}")
