@@ -74,6 +74,9 @@ class Profile:
             say("finding iterations")
             self.key_node: str | None = self._resolve_key_node(key_node)
             self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
+            # the group-node partials too: the summary's dashboard and the group_node report
+            # need them, and built here they reuse the correlation's freed memory
+            self.cube.group_iter  # noqa: B018
 
     # ---- key node and range -------------------------------------------------------------
     def _resolve_key_node(self, key_node: str | None) -> str | None:
