@@ -131,8 +131,9 @@ def _group_stats(
 class Cube:
     """Partial aggregates per iteration for one key node; see the module docstring.
 
-    ``group_iter`` (the costliest part: flattening every subtree per iteration) is built on
-    first use, so a notebook that never opens the group-node view never pays for it.
+    ``group_iter`` (flattening every subtree per iteration) is built on first use;
+    ``Profile`` asks for it at load, when the correlation's freed memory is still at hand,
+    and a key-node change builds it when a view needs it.
     """
 
     iterations: Iterations
