@@ -268,10 +268,8 @@ def _explode(path_of_row: np.ndarray, src: np.ndarray, dst: np.ndarray):
     s_sorted, d_sorted = src[order], dst[order]
     lo = np.searchsorted(s_sorted, path_of_row, side="left")
     hi = np.searchsorted(s_sorted, path_of_row, side="right")
-    cnt = hi - lo
-    rows = np.repeat(np.arange(len(path_of_row)), cnt)
-    offs = np.arange(len(rows)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    return rows, d_sorted[np.repeat(lo, cnt) + offs]
+    rows, at = intervals.expand_runs(lo, hi - lo)
+    return rows, d_sorted[at]
 
 
 def _flatten_to_groups(
@@ -312,9 +310,7 @@ def _flatten_to_groups(
         k1, s1, e1 = intervals.merge(pair[rest], start[rest], end[rest])
         # each merged piece once per key of its pair: the spread rows of pair k1 form one run
         bounds = np.searchsorted(r, np.arange(n_pairs + 1))
-        lo, cnt = bounds[k1], bounds[k1 + 1] - bounds[k1]
-        piece = np.repeat(np.arange(len(k1)), cnt)
-        row = np.repeat(lo, cnt) + (np.arange(len(piece)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        piece, row = intervals.expand_runs(bounds[k1], bounds[k1 + 1] - bounds[k1])
         gpu += intervals.union_length(kinv[row], s1[piece], e1[piece], nk)
     return gpu.astype(np.int64), first, last
 
@@ -571,8 +567,7 @@ class _Layout:
     key: np.ndarray  # group code * span + (iteration - it0), ascending
     span: int
     it0: int
-    cols: dict[str, np.ndarray]  # each column in that order, one padding element appended
-    dtypes: dict[str, np.dtype]
+    cols: dict[str, np.ndarray]  # each column in that order
 
 
 def _group_codes(frame: pd.DataFrame, level: str | list[str]) -> tuple[np.ndarray, pd.Index]:
@@ -619,31 +614,39 @@ def _group_order(
     return groups, key[order], span, it0, order
 
 
-def _layout(frame: pd.DataFrame, level: str | list[str]) -> _Layout:
-    cache = frame.__dict__.setdefault("_jlprof_layouts", {})
-    name = level if isinstance(level, str) else tuple(level)
-    if name in cache:
-        return cache[name]
+def _laid_out(frame: pd.DataFrame, level: str | list[str]) -> tuple[pd.DataFrame, _Layout]:
+    """The frame in (group, iteration) order (itself when it is) and its cached layout."""
     groups, key, span, it0, order = _group_order(frame, level)
-    cols, dtypes = {}, {}
+    if order is not None:
+        frame = frame.take(order)
+    cols = {}
     for col in frame.columns:
         v = frame[col].to_numpy()
-        if v.dtype == bool:
-            v = v.astype(np.int64)  # a group-by sums booleans to counts
-        cols[col] = v if order is None else v[order]  # the frame's own arrays when in order
-        dtypes[col] = v.dtype
-    lay = cache[name] = _Layout(groups, key, span, it0, cols, dtypes)
-    return lay
+        cols[col] = v.astype(np.int64) if v.dtype == bool else v  # group-bys count booleans
+    lay = _Layout(groups, key, span, it0, cols)
+    frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = lay
+    return frame, lay
+
+
+def _level_key(level: str | list[str]) -> str | tuple[str, ...]:
+    return level if isinstance(level, str) else tuple(level)
+
+
+def _layout(frame: pd.DataFrame, level: str | list[str]) -> _Layout:
+    cache = frame.__dict__.setdefault("_jlprof_layouts", {})
+    if _level_key(level) not in cache:
+        cache[_level_key(level)] = _laid_out(frame, level)[1]
+    return cache[_level_key(level)]
 
 
 def group_major(frame: pd.DataFrame, level: str | list[str]) -> pd.DataFrame:
     """The frame's rows in (group, iteration) order: :func:`combine` then copies nothing.
 
     Done once when the cube is built, instead of a reordered copy of every column kept
-    beside the frame (~80 MB at 1M kernels).
+    beside the frame (~80 MB at 1M kernels). The result carries its layout, so the first
+    combine() does not sort again.
     """
-    order = _group_order(frame, level)[4]
-    return frame if order is None else frame.take(order)
+    return _laid_out(frame, level)[0]
 
 
 def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd.DataFrame:
@@ -653,16 +656,11 @@ def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd
     few ms at 600k rows: a range change in the dashboard combines three such frames.
     """
     lay = _layout(frame, level)
-    g = np.arange(len(lay.groups), dtype=np.int64) * lay.span
-    a = np.searchsorted(lay.key, g + max(lo - lay.it0, 0), side="left")
-    b = np.searchsorted(lay.key, g + min(hi - lay.it0, lay.span - 1), side="right")
-    keep = np.flatnonzero((b > a) & (hi >= lo))
+    a, b = intervals.run_bounds(lay.key, len(lay.groups), lay.span, lo - lay.it0, hi - lay.it0)
+    keep = np.flatnonzero(b > a)
     if len(keep) == 0:
         return combine_reference(frame, level, lo, hi)
-    idx = np.empty(2 * len(keep), dtype=np.int64)
-    idx[0::2], idx[1::2] = a[keep], b[keep]
-    if idx[-1] == len(lay.key):  # the last run ends with the rows: reduceat runs to the end
-        idx = idx[:-1]
+    idx = intervals.runs_index(a[keep], b[keep], len(lay.key))
     ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}
     out = {c: ufunc[_agg_of(c)].reduceat(v, idx)[0::2] for c, v in lay.cols.items()}
     index = lay.groups[keep]

@@ -136,11 +136,45 @@ def clip_to_windows(
     first = np.clip(np.searchsorted(bounds, s, side="right") - 1, 0, nwin - 1)
     last = np.clip(np.searchsorted(bounds, e, side="left") - 1, 0, nwin - 1)
     last = np.maximum(last, first)
-    count = last - first + 1
-    row = np.repeat(np.arange(len(s)), count)
-    offset = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
-    win = first[row] + offset
+    row, win = expand_runs(first, last - first + 1)
     ps = np.maximum(s[row], bounds[win])
     pe = np.minimum(e[row], bounds[win + 1])
     keep = pe > ps
     return row[keep], win[keep], ps[keep], pe[keep]
+
+
+# ---- runs of rows: contiguous index ranges [a, b) of a sorted array ------------------------
+
+
+def run_bounds(
+    key: np.ndarray, n_groups: int, width: int, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group g, the run of rows whose ``key`` lies in ``g*width + [lo, hi]``.
+
+    ``key`` (group * width + offset, offsets in 0..width-1) is ascending. Returns (a, b)
+    with b >= a; an empty range gives empty runs.
+    """
+    base = np.arange(n_groups, dtype=np.int64) * width
+    lo, hi = max(lo, 0), min(hi, width - 1)
+    a = np.searchsorted(key, base + lo, side="left")
+    if hi < lo:
+        return a, a
+    b = np.searchsorted(key, base + hi, side="right")
+    return a, np.maximum(b, a)
+
+
+def runs_index(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """``ufunc.reduceat`` indices for the non-empty ascending runs [a, b) of an n-row array.
+
+    Take every other result: ``np.add.reduceat(x, runs_index(a, b, len(x)))[0::2]``.
+    """
+    idx = np.empty(2 * len(a), dtype=np.int64)
+    idx[0::2], idx[1::2] = a, b
+    return idx[:-1] if len(idx) and idx[-1] == n else idx  # the last run reaches the end
+
+
+def expand_runs(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every row of the runs [lo, lo+cnt): (which run, row index), run by run."""
+    which = np.repeat(np.arange(len(lo)), cnt)
+    offs = np.arange(len(which)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return which, np.repeat(lo, cnt) + offs

@@ -470,15 +470,16 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
         np.asarray(dom_codes, np.int32)[dom_lookup + 1],
         categories=pd.Index(np.asarray(dom_uniq, object), dtype=object),
     )
+    is_range = np.isin(etype, schema.NVTX_RANGE_TYPES)
+    is_mark = etype == schema.NVTX_MARK
     # open ranges end at the last time of the event kinds read (not of thread names etc.)
-    known = np.isin(etype, (*schema.NVTX_RANGE_TYPES, schema.NVTX_MARK, schema.NVTX_DOMAIN_CREATE))
+    known = is_range | is_mark | is_dom
     last = int(
         max(
             df["start_ns"].to_numpy()[known].max(initial=0),
             df["end_ns"].to_numpy()[known].max(initial=0),
         )
     )
-    is_range = np.isin(etype, schema.NVTX_RANGE_TYPES)
     end_ns = df["end_ns"].to_numpy().copy()
     end_ns[is_range & (end_ns < 0)] = last  # open ranges closed at the last NVTX time
     rng = pd.DataFrame(
@@ -493,7 +494,6 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
         },
         copy=False,
     )
-    is_mark = etype == schema.NVTX_MARK
     marks = pd.DataFrame(
         {
             "ts_ns": df["start_ns"].to_numpy()[is_mark],

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from jlprof.engine import intervals
 from jlprof.engine.aggregate import CATEGORIES, gpu_lanes
 from jlprof.reports.expert import STEADY_BAND, findings
 from jlprof.reports.tables import _kernel_frame, _op_frame, iterations_table
@@ -345,11 +346,7 @@ class _LaneIters:
 
     def bounds(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         assert self.runs is not None
-        base = np.arange(self.n_lanes, dtype=np.int64) * self.width
-        lo_, hi_ = max(lo, -1), min(hi, self.width - 3)
-        a = np.searchsorted(self.runs, base + lo_ + 1, side="left")
-        b = np.searchsorted(self.runs, base + hi_ + 1, side="right")
-        return a, np.maximum(b, a)
+        return intervals.run_bounds(self.runs, self.n_lanes, self.width, lo + 1, hi + 1)
 
     def count(self, lo: int, hi: int) -> int:
         a, b = self.bounds(lo, hi)
@@ -368,7 +365,7 @@ def _binned(
     lanes = np.flatnonzero(b > a)
     a, b = a[lanes], b[lanes]
     t0 = int(go.start[a].min())
-    ends = np.maximum.reduceat(go.end, _runs_index(a, b, len(go.end)))[0::2]
+    ends = np.maximum.reduceat(go.end, intervals.runs_index(a, b, len(go.end)))[0::2]
     span = max(int(ends.max()) - t0, 1)
     bins = max(1, min(BINS_PER_LANE, max_glyphs // len(lanes)))
     k = np.arange(1, bins, dtype=np.int64)
@@ -381,7 +378,7 @@ def _binned(
     lane_of = np.repeat(lanes, bins)
     full = stop > first
     first, stop, lane_of = first[full], stop[full], lane_of[full]
-    idx = _runs_index(first, stop, len(go.end))
+    idx = intervals.runs_index(first, stop, len(go.end))
     end = np.maximum.reduceat(go.end, idx)[0::2]
     longest = np.maximum.reduceat(go.enc, idx)[0::2]  # longest, then earliest, per bar
     row = go.enc_mask - (longest & go.enc_mask)
@@ -398,13 +395,6 @@ def _binned(
         }
     )
     return frame
-
-
-def _runs_index(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    """reduceat indices for the runs [a, b) (non-empty, ascending): evens are the runs."""
-    idx = np.empty(2 * len(a), dtype=np.int64)
-    idx[0::2], idx[1::2] = a, b
-    return idx[:-1] if idx[-1] == n else idx
 
 
 def _op_ids(p: Profile, inst: np.ndarray) -> np.ndarray:
