@@ -69,7 +69,8 @@ class Profile:
             self.correlated: Correlated = correlate(trace, domains)
             self.metrics: InstanceMetrics = instance_metrics(self.correlated)
             self._cubes: dict[str | None, Cube] = {}
-            self._memo: dict[tuple, Any] = {}  # per (what, key node, range): small frames
+            # per (what, key node, range): small frames; str keys: per-profile orderings
+            self._memo: dict[tuple | str, Any] = {}
             self.key_node_given = key_node is not None
             say("finding iterations")
             self.key_node: str | None = self._resolve_key_node(key_node)
