@@ -417,10 +417,10 @@ def iterations_table(p: Profile, lo: int, hi: int) -> dict[str, Any]:
 def duration_breakdown(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     """Per lane (GPU): % of the range's wall time in each priority category, and busy %."""
     comb = p.memo("time", lo, hi, lambda: combine(p.cube.time_iter, "lane", lo, hi))
-    wall = comb["wall"].clip(lower=1)
-    out = pd.DataFrame({c: 100.0 * comb[c] / wall for c in (*CATEGORIES, "other")})
-    out["gpu_util"] = 100.0 * comb["gpu_busy"] / wall
-    return out
+    wall = np.maximum(comb["wall"].to_numpy(np.float64), 1.0)[:, None]
+    cols = [*CATEGORIES, "other", "gpu_busy"]
+    pct = 100.0 * comb[cols].to_numpy(np.float64) / wall  # one 2-D division, not a column each
+    return pd.DataFrame(pct, index=comb.index, columns=[*cols[:-1], "gpu_util"])
 
 
 def summary_report(p: Profile, lo: int, hi: int) -> dict[str, Any]:

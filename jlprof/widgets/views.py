@@ -17,6 +17,7 @@ from bokeh.layouts import column, row
 from bokeh.models import (
     BoxAnnotation,
     ColumnDataSource,
+    CustomJSHover,
     DataTable,
     Div,
     FactorRange,
@@ -46,6 +47,11 @@ KERNEL_COLORS = Category20[20]
 LABEL_CHARS = 48  # op and kernel names are cut to this in axes (full names in hovers/tables)
 TC_TOP = 15  # ops in the Tensor Core chart
 WIDTH = 940
+# The tables' columns have fixed widths that fill the table (less its scroll bar), and
+# autosize_mode="none": with BokehJS' default ("force_fit") every refresh of a table's rows
+# also re-measures every column through jQuery's computed styles (~10 ms of a 1M-kernel
+# range change in the browser, for the two tables).
+TABLE_SIZING = "none"
 
 
 def short(name: Any, n: int = LABEL_CHARS) -> str:
@@ -53,11 +59,44 @@ def short(name: Any, n: int = LABEL_CHARS) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def _color_index(names: np.ndarray) -> np.ndarray:
+def _color_of(name: str) -> int:
     """A stable palette index per kernel name (same kernel, same colour, whatever the range)."""
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    idx = np.array([zlib.crc32(u.encode()) % len(KERNEL_COLORS) for u in uniq], dtype=np.int64)
-    return idx[inv] if len(names) else np.zeros(0, np.int64)
+    return zlib.crc32(name.encode()) % len(KERNEL_COLORS)
+
+
+class NameCodes:
+    """Kernel and NVTX names as int32 codes into a lookup source that only grows.
+
+    A range change then sends numbers (binary) for the ~4,000 bars' names instead of strings
+    (one JSON string each, encoded by Bokeh one by one and decoded by the page: ~60 kB of a
+    ~190 kB patch at 1M kernels); the lookup travels once, new names as a small stream, and
+    the hovers read it through ``hover`` (a ``CustomJSHover``).
+    """
+
+    def __init__(self) -> None:
+        self.src = ColumnDataSource({"name": []})
+        self.codes: dict[str, int] = {}
+        self.colors = np.zeros(0, np.int64)  # palette index per code
+        self.hover = CustomJSHover(
+            args={"names": self.src}, code="return String(names.data.name[value] ?? '')"
+        )
+
+    def encode(self, names: np.ndarray) -> np.ndarray:
+        inv, uniq = pd.factorize(np.asarray(names, dtype=object))
+        new = [str(u) for u in uniq if str(u) not in self.codes]
+        if new:
+            for u in new:
+                self.codes[u] = len(self.codes)
+            self.colors = np.append(self.colors, [_color_of(u) for u in new])
+            self.src.stream({"name": new})
+        table = np.array([self.codes[str(u)] for u in uniq], dtype=np.int32)
+        return table[inv] if len(inv) else np.zeros(0, np.int32)
+
+
+def _lane_positions(lanes: Any, offset: int = 0) -> tuple[np.ndarray, list[str]]:
+    """Each row's lane as a y position (lanes in sorted order from ``offset``), and the lanes."""
+    inv, uniq = pd.factorize(np.asarray(lanes, dtype=object), sort=True)
+    return (inv + offset).astype(np.float64), [str(u) for u in uniq]
 
 
 class Views:
@@ -119,6 +158,7 @@ class Views:
         # ---- GPU timeline: kernels per device/stream, NVTX ranges per thread
         # numeric columns travel to the browser as binary buffers, strings one by one: lanes
         # are numbers (labelled on the axis), colours an index into a palette
+        self.names = NameCodes()
         self.gpu_src = ColumnDataSource(
             {k: [] for k in ("y", "left", "right", "name", "dur_us", "count", "busy_us")}
             | {"color": [], "alpha": []}
@@ -165,14 +205,17 @@ class Views:
             HoverTool(
                 renderers=[kr],
                 tooltips=[
-                    ("kernel", "@name"),
+                    ("kernel", "@name{custom}"),
                     ("duration", "@dur_us{0.0} µs"),
                     ("kernels merged", "@count"),
                     ("busy", "@busy_us{0.0} µs"),
                 ],
+                formatters={"@name": self.names.hover},
             ),
             HoverTool(
-                renderers=[nr], tooltips=[("range", "@name"), ("duration", "@dur_us{0.0} µs")]
+                renderers=[nr],
+                tooltips=[("range", "@name{custom}"), ("duration", "@dur_us{0.0} µs")],
+                formatters={"@name": self.names.hover},
             ),
         )
         self.gpu_fig = g
@@ -199,17 +242,18 @@ class Views:
         self.tree_table = DataTable(
             source=self.tree_src,
             columns=[
-                TableColumn(field="label", title="Group node", formatter=indent, width=200),
-                TableColumn(field="calls", title="Calls", width=60),
-                TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=80),
-                TableColumn(field="cpu_ms", title="CPU ms", formatter=ms, width=80),
-                TableColumn(field="tc_eligible_ops", title="TC eligible", width=70),
-                TableColumn(field="tc_ops", title="Using TC", width=60),
+                TableColumn(field="label", title="Group node", formatter=indent, width=160),
+                TableColumn(field="calls", title="Calls", width=50),
+                TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=65),
+                TableColumn(field="cpu_ms", title="CPU ms", formatter=ms, width=65),
+                TableColumn(field="tc_eligible_ops", title="TC eligible", width=55),
+                TableColumn(field="tc_ops", title="Using TC", width=45),
             ],
             width=450,
             height=260,
             index_position=None,
             reorderable=False,
+            autosize_mode=TABLE_SIZING,
         )
         self.kernel_src = ColumnDataSource(
             {k: [] for k in ("kernel", "op", "calls", "gpu_ms", "avg_us", "uses_tc")}
@@ -218,17 +262,18 @@ class Views:
         self.kernel_table = DataTable(
             source=self.kernel_src,
             columns=[
-                TableColumn(field="kernel", title="Kernel", width=190),
-                TableColumn(field="op", title="Op", width=120),
-                TableColumn(field="calls", title="Calls", width=50),
-                TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=70),
-                TableColumn(field="avg_us", title="Avg µs", formatter=ms, width=60),
-                TableColumn(field="uses_tc", title="TC", width=40),
+                TableColumn(field="kernel", title="Kernel", width=170),
+                TableColumn(field="op", title="Op", width=105),
+                TableColumn(field="calls", title="Calls", width=45),
+                TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=60),
+                TableColumn(field="avg_us", title="Avg µs", formatter=ms, width=55),
+                TableColumn(field="uses_tc", title="TC", width=30),
             ],
             width=480,
             height=240,
             index_position=None,
             reorderable=False,
+            autosize_mode=TABLE_SIZING,
         )
         # ---- Tensor Core report
         self.tc_src = ColumnDataSource(
@@ -305,25 +350,27 @@ class Views:
         self, gpu: pd.DataFrame, merged: bool, nvtx: pd.DataFrame, window_ns: tuple[int, int]
     ) -> None:
         t0 = self.t0_ns
-        lanes = sorted(set(gpu["lane"])) + sorted(set(nvtx["lane"]))
-        pos = {name: i for i, name in enumerate(lanes)}
+        gpu_y, gpu_lanes = _lane_positions(gpu["lane"])
+        nvtx_y, nvtx_lanes = _lane_positions(nvtx["lane"], len(gpu_lanes))
+        lanes = gpu_lanes + nvtx_lanes
         self.gpu_op = gpu["op"].to_numpy(object) if "op" in gpu else np.full(len(gpu), "", object)
+        names = self.names.encode(gpu["name"].to_numpy(object))
         self.gpu_src.data = {
-            "y": np.array([pos[x] for x in gpu["lane"]], dtype=np.float64),
+            "y": gpu_y,
             "left": (gpu["start_ns"].to_numpy(np.int64) - t0) / 1e6,
             "right": (gpu["end_ns"].to_numpy(np.int64) - t0) / 1e6,
-            "name": gpu["name"].to_numpy(object),
+            "name": names,
             "dur_us": gpu["dur_ns"].to_numpy(np.int64) / 1e3,
             "count": gpu["count"].to_numpy(np.int64),
             "busy_us": gpu["busy_ns"].to_numpy(np.int64) / 1e3,
-            "color": _color_index(gpu["name"].to_numpy(object)),
+            "color": self.names.colors[names],
             "alpha": self._alpha(),
         }
         self.nvtx_src.data = {
-            "y": np.array([pos[x] for x in nvtx["lane"]], dtype=np.float64),
+            "y": nvtx_y,
             "left": (nvtx["start_ns"].to_numpy(np.int64) - t0) / 1e6,
             "right": (nvtx["end_ns"].to_numpy(np.int64) - t0) / 1e6,
-            "name": nvtx["name"].to_numpy(object),
+            "name": self.names.encode(nvtx["name"].to_numpy(object)),
             "dur_us": nvtx["dur_ns"].to_numpy(np.int64) / 1e3,
             "height": 0.9 - 0.12 * np.minimum(nvtx["depth"].to_numpy(np.int64), 5),
         }

@@ -108,3 +108,33 @@ def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
     page.wait_for_timeout(500)
     assert sorted(_kernel_calls(page)) == ["12", "12", "12"]
     screenshot(page, "dashboard-key-node")
+
+
+# JavaScript: the page position of the first GPU bar's centre, from BokehJS' own view of the
+# GPU timeline (its scales map data to canvas pixels)
+FIRST_BAR = """() => {
+    const views = [];
+    const walk = (v) => { views.push(v); for (const c of v.child_views ?? []) walk(c); };
+    for (const root of Bokeh.index.roots ?? Object.values(Bokeh.index)) walk(root);
+    const pv = views.find(v => v.model.title && v.model.title.text.startsWith('GPU timeline'));
+    const r = pv.renderer_views ? [...pv.renderer_views.values()] : [];
+    const bars = r.find(rv => rv.model.data_source && 'busy_us' in rv.model.data_source.data);
+    const d = bars.model.data_source.data;
+    const x = pv.frame.x_scale.compute((d.left[0] + d.right[0]) / 2);
+    const y = pv.frame.y_scale.compute(d.y[0]);
+    const box = pv.canvas_view.el.getBoundingClientRect();
+    return {x: box.left + x, y: box.top + y};
+}"""
+
+
+def test_gpu_bar_hover_names_its_kernel(dashboard_page) -> None:
+    """Bars carry name codes; the hover's lookup (a CustomJSHover) shows the kernel's name."""
+    page = dashboard_page
+    at = page.evaluate(FIRST_BAR)
+    page.mouse.move(at["x"], at["y"])
+    tip = f"() => ({DEEP})(document, '.bk-tooltip-content').map(t => t.innerText).join(' | ')"
+    page.wait_for_function(f"() => ({tip})().includes('duration')", timeout=10_000)
+    text = page.evaluate(tip)
+    names = ("volta_h884cudnn", "vectorized_elementwise_kernel", "multi_tensor_apply_kernel")
+    assert any(n in text for n in names), text
+    screenshot(page, "dashboard-hover")

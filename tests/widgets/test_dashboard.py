@@ -84,6 +84,33 @@ def test_slider_change_updates_every_view(dash: Dashboard, profile: Profile) -> 
     assert "iterations 3..7" in dash.status.value
 
 
+def test_bar_names_travel_as_codes_into_a_growing_lookup(dash: Dashboard, profile: Profile) -> None:
+    """The bars carry int codes; the hovers' lookup maps them back to the engine's names, and
+    a range change streams only names the lookup does not hold yet."""
+    v = dash.views
+    lookup = v.names.src.data["name"]
+    held = list(lookup)
+    dash.set_range(3, 7)
+    assert list(v.names.src.data["name"][: len(held)]) == held  # only grows
+    lookup = np.asarray(v.names.src.data["name"], dtype=object)
+    assert len(set(lookup)) == len(lookup)
+    gpu, _ = data.gpu_timeline(profile, 3, 7)
+    nvtx = data.nvtx_timeline(profile, 3, 7)
+    for src, frame in ((v.gpu_src, gpu), (v.nvtx_src, nvtx)):
+        codes = np.asarray(src.data["name"])
+        assert codes.dtype == np.int32
+        shown = sorted(zip(src.data["left"], lookup[codes], strict=True))
+        t0 = profile.correlated.t_first_ns
+        want = sorted(zip(_ms(frame["start_ns"] - t0), frame["name"], strict=True))
+        assert shown == want
+    # the same kernel keeps its colour: one palette index per name
+    colors = dict(zip(lookup[v.gpu_src.data["name"]], v.gpu_src.data["color"], strict=True))
+    dash.set_range(0, STEPS)
+    lookup = np.asarray(v.names.src.data["name"], dtype=object)
+    again = dict(zip(lookup[v.gpu_src.data["name"]], v.gpu_src.data["color"], strict=True))
+    assert all(again[k] == c for k, c in colors.items())
+
+
 def test_set_range_is_scriptable_and_checked(dash: Dashboard, profile: Profile) -> None:
     dash.set_range(1, 2)
     assert dash.range_slider.value == (1, 2)
@@ -189,7 +216,8 @@ def test_domain_filter_recorrelates(tmp_path: Path) -> None:
     assert dash.profile is not p and dash.profile.domains == ["Lib"]
     assert "global_step" in dash.status_text  # not in Lib: the default key node is used
     assert len(dash.views.nvtx_src.data["name"]) < n_ranges
-    assert set(dash.views.nvtx_src.data["name"]) <= set(
+    lookup = np.asarray(dash.views.names.src.data["name"], dtype=object)
+    assert set(lookup[dash.views.nvtx_src.data["name"]]) <= set(
         p.trace.nvtx.loc[p.trace.nvtx["domain"] == "Lib", "text"].astype(str)
     )
 

@@ -202,6 +202,17 @@ def test_kernel_only_trace_without_nvtx(tmp_path: Path) -> None:
     assert data.op_tree(p, 0, 0).empty and data.nvtx_timeline(p, 0, 0).empty
 
 
+@pytest.mark.parametrize(("lo", "hi"), [(0, STEPS), (3, 7), (2, 2)])
+def test_kernel_table_rows_are_the_kernel_reports(loop: Profile, lo: int, hi: int) -> None:
+    """The table is built from the (kernel, op) frame, not the report: same rows, same order."""
+    k = data.kernels(loop, lo, hi)
+    rep = loop.report("kernel", lo, hi)
+    assert len(k) == len(rep) > 0
+    for col in ("Kernel Name", "Op ID", "Op Name", "Uses TC", "Total GPU Time (ns)",
+                "Avg. GPU Time (ns)"):  # fmt: skip
+        assert k[col].tolist() == rep[col].tolist(), col
+
+
 def test_kernel_table_calls(loop: Profile) -> None:
     k = data.kernels(loop, 3, 7).set_index("Kernel Name")
     it = loop.report("iteration", 3, 7)
