@@ -14,13 +14,6 @@ buffer header and bytes) and, once a message is complete, calls
 ``document.apply_json_patch(content, buffers)``, which applies every event of
 ``content.events`` in order. Inlined arrays (``{"type": "bytes", "data": <base64>}``) are
 decoded by BokehJS' deserializer like buffer references, so no buffer pair is needed.
-
-The same front end sends every change that applying a patch makes in the page back to the
-kernel (its ``_blocked`` flag only defers them): at 1M kernels ~190 kB of the sources' own
-data per range change, which the kernel would decode, validate and set again (~20 ms, and a
-quick second range change waits for it). The dashboard's page never edits a source's data (no
-editable table, no edit tool), so :meth:`BatchedBokehModel._sync_model` drops these echoes
-unread; every other change from the page (a pan's new range, a selection) is applied.
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from bokeh.core.serialization import Serializer
-from bokeh.models import ColumnDataSource
 from bokeh.protocol.messages.patch_doc import patch_doc
 from jupyter_bokeh import BokehModel
 
@@ -56,7 +48,6 @@ class BatchedBokehModel(BokehModel):
     def __init__(self, model: Any, **kwargs: Any) -> None:
         self._batch: list[DocumentPatchedEvent] | None = None
         self.patches_sent = 0  # PATCH-DOC messages sent (for tests and benchmarks)
-        self.echoes_dropped = 0  # the page's copies of source data, ignored (see module)
         super().__init__(model, **kwargs)
 
     @contextmanager
@@ -88,20 +79,3 @@ class BatchedBokehModel(BokehModel):
         self.send({"msg": "patch", "payload": msg.metadata_json})
         self.send({"msg": "patch", "payload": msg.content_json})
         self.patches_sent += 1
-
-    def _sync_model(self, model: BokehModel, content: dict[str, Any], buffers: list[Any]) -> None:
-        """A change from the page, except the echo of a source's data (see module)."""
-        if (
-            content.get("event") == "jsevent"
-            and content.get("kind") == "ModelChanged"
-            and content.get("attr") == "data"
-            and self._document is not None
-        ):
-            ref = content.get("model")
-            target = (
-                self._document.get_model_by_id(ref.get("id", "")) if isinstance(ref, dict) else None
-            )
-            if isinstance(target, ColumnDataSource):
-                self.echoes_dropped += 1
-                return
-        super()._sync_model(model, content, buffers)

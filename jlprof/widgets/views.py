@@ -24,6 +24,7 @@ from bokeh.models import (
     FixedTicker,
     HoverTool,
     HTMLTemplateFormatter,
+    Model,
     NumberFormatter,
     Range1d,
     TableColumn,
@@ -313,6 +314,11 @@ class Views:
             column(self.kernel_title, self.kernel_table),
         )
         self.layout = column(self.iter_fig, self.gpu_fig, self.lod_note, tables, self.tc_fig)
+        _one_way(
+            self.iter_src, self.outlier_src, self.range_box, self.names.src, self.gpu_src,
+            self.nvtx_src, self.tree_src, self.tree_table.view, self.kernel_src,
+            self.kernel_table.view, self.tc_src,
+        )  # fmt: skip
         # without tables: what the static (no kernel) rendering shows
         # (plots only: Divs and tables need BokehJS' widget bundles, another 0.7 MB inline)
         self.static_layout = column(self.iter_fig, self.gpu_fig, self.tc_fig)
@@ -454,6 +460,20 @@ class Views:
         }
         self.tc_ops.factors = labels or ["(no TC-eligible ops)"]
         self.tc_fig.height = max(170, 90 + 26 * len(labels))  # bars keep their thickness
+
+
+def _one_way(*models: Model) -> None:
+    """Models only the kernel changes: the page does not send their changes back.
+
+    jupyter_bokeh's front end sends the kernel every change made in the page's document,
+    including those made by applying the kernel's own patch: at 1M kernels ~190 kB of the
+    sources' data per range change, base64-encoded by the page (~10 ms of its main thread),
+    then decoded and set again by the kernel (~20 ms, which a quick second change waits
+    for). BokehJS sends nothing for a model that is not ``syncable``. The selections (box
+    select, op-tree pick) are models of their own and stay syncable.
+    """
+    for m in models:
+        m.syncable = False
 
 
 def _redraw(table: DataTable) -> None:

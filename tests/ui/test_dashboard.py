@@ -28,6 +28,18 @@ def _kernel_calls(page) -> list[str]:
     return [r[2] for r in rows if len(r) == 6 and r[5] in ("yes", "no")]
 
 
+# JavaScript: keep the text of every message the page sends its kernel from now on
+SPY_SENDS = """() => {
+    const ws = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel._ws;
+    const send = ws.send.bind(ws);
+    window.__jlprofSent = [];
+    ws.send = (d) => {
+        window.__jlprofSent.push(typeof d === 'string' ? d : new TextDecoder().decode(d));
+        return send(d);
+    };
+}"""
+
+
 @pytest.fixture
 def dashboard_page(lab_server, page, tmp_path: Path):
     export = small_training_export(tmp_path / "loop.sqlite", steps=STEPS)
@@ -71,6 +83,8 @@ def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
     assert sorted(calls0) == ["12", "12", "12"], calls0
     screenshot(page, "dashboard-initial")
 
+    # what the page sends the kernel from here on (its kernel connection's websocket)
+    page.evaluate(SPY_SENDS)
     # move the slider's lower handle 3 steps right with the keyboard (a real user action)
     handle = page.locator(f"{dash} .widget-slider .noUi-handle-lower")
     handle.focus()
@@ -88,6 +102,10 @@ def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
     page.wait_for_timeout(500)
     calls1 = _kernel_calls(page)
     assert sorted(calls1) == ["9", "9", "9"], calls1
+    # the page sent the slider's values, not the patched sources back (see views._one_way)
+    sent = page.evaluate("() => window.__jlprofSent")
+    assert any('"value":[3,12]' in m.replace(" ", "") for m in sent), sent[:3]
+    assert not [m for m in sent if '"attr":"data"' in m.replace(" ", "")]
     screenshot(page, "dashboard-range-3-12")
 
     # pick another key node in the combobox: iterations are rebuilt, the range resets

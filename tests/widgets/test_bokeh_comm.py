@@ -166,29 +166,3 @@ def test_range_change_spares_the_page_a_relayout(dash: Dashboard) -> None:
     assert _apply(mirror, _patches(c)) == 1
     _assert_same_sources(dash.doc, mirror)
     assert "GPU activities" in dash.status.value  # the level-of-detail figures moved there
-
-
-def _from_page(dash: Dashboard, event: dict[str, Any]) -> None:
-    """A change the page sends (jupyter_bokeh's front end: a "jsevent" custom message)."""
-    dash.bokeh._handle_msg(
-        {"content": {"data": {"method": "custom", "content": {**event, "event": "jsevent"}}},
-         "buffers": []}
-    )  # fmt: skip
-
-
-def test_page_echoes_of_source_data_are_dropped_other_changes_applied(dash: Dashboard) -> None:
-    """jupyter_bokeh's front end sends back every change a patch made, sources' data included;
-    those echoes are not decoded again, while a pan's new x range from the page is kept."""
-    src = dash.views.gpu_src
-    before = {k: np.asarray(v).copy() for k, v in src.data.items()}
-    dropped = dash.bokeh.echoes_dropped
-    _from_page(dash, {"kind": "ModelChanged", "model": {"id": src.id}, "attr": "data",
-                      "new": {"type": "map", "entries": [["y", [123.0]]]}})  # fmt: skip
-    assert dash.bokeh.echoes_dropped == dropped + 1
-    assert all(np.array_equal(np.asarray(src.data[k]), v) for k, v in before.items())
-    x = dash.views.gpu_fig.x_range
-    start = float(x.start)
-    _from_page(dash, {"kind": "ModelChanged", "model": {"id": x.id}, "attr": "start",
-                      "new": start + 0.25})  # fmt: skip
-    assert dash.bokeh.echoes_dropped == dropped + 1
-    assert x.start == pytest.approx(start + 0.25)
