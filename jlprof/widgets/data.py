@@ -103,15 +103,14 @@ def op_tree(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     cols += ["tc_eligible_ops", "tc_ops"]
     if gn.empty:
         return pd.DataFrame(columns=cols)
-    paths = p.correlated.paths
-    info = paths.drop_duplicates("path").set_index("path")  # a path text may repeat
-    parent_path = paths["path"].to_numpy(object)
-    par = info.loc[gn["Name"], "parent"].to_numpy(np.int64)
+    info, parent_path = _path_info(p)
+    row = info.index.get_indexer(gn["Name"])
+    par = info["parent"].to_numpy(np.int64)[row]
     out = pd.DataFrame(
         {
             "path": gn["Name"].to_numpy(object),
-            "name": info.loc[gn["Name"], "name"].to_numpy(object),
-            "depth": info.loc[gn["Name"], "depth"].to_numpy(np.int64),
+            "name": info["name"].to_numpy(object)[row],
+            "depth": info["depth"].to_numpy(np.int64)[row],
             "parent": np.where(par >= 0, parent_path[np.maximum(par, 0)], ""),
             "calls": gn["No. Calls Aggregated"].to_numpy(np.int64),
             "gpu_ns": gn["Total GPU Time (ns)"].to_numpy(np.int64),
@@ -123,6 +122,18 @@ def op_tree(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     # paths sort depth-first when '/' sorts before every other character
     key = out["path"].str.replace("/", "\x00", regex=False)
     return out.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
+
+
+def _path_info(p: Profile) -> tuple[pd.DataFrame, np.ndarray]:
+    """Name, depth and parent row per path text (a path text may repeat: first kept), and
+    every path row's text; once per profile (the hierarchy does not change with the range)."""
+    cached = p._memo.get("widgets.path_info")
+    if cached is None:
+        paths = p.correlated.paths
+        info = paths.drop_duplicates("path").set_index("path")
+        cached = (info, paths["path"].to_numpy(object))
+        p._memo["widgets.path_info"] = cached
+    return cached
 
 
 def ops_under(p: Profile, node: str) -> set[str]:
@@ -428,6 +439,21 @@ def _op_ids(p: Profile, inst: np.ndarray) -> np.ndarray:
     return np.where(op >= 0, ids[np.maximum(op, 0)] if len(ids) else "", "")
 
 
+def _first_hits(it: np.ndarray, lo: int, hi: int, n: int) -> np.ndarray:
+    """Positions of the first ``n`` values of ``it`` within lo..hi, scanning growing chunks:
+    a wide range finds them in the first few thousand rows, not in a pass over all 750k."""
+    found: list[np.ndarray] = []
+    start, step, count = 0, max(4 * n, 8192), 0
+    while start < len(it) and count < n:
+        chunk = it[start : start + step]
+        h = np.flatnonzero((chunk >= lo) & (chunk <= hi)) + start
+        found.append(h)
+        count += len(h)
+        start += step
+        step *= 2
+    return np.concatenate(found)[:n] if found else np.zeros(0, np.int64)
+
+
 def _thread_labels(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """'pid P tid T' per row, formatted once per distinct thread (a handful per range)."""
     uniq, first, inv = np.unique(tid, return_index=True, return_inverse=True)
@@ -451,9 +477,8 @@ def nvtx_timeline(p: Profile, lo: int, hi: int, max_glyphs: int = MAX_NVTX_GLYPH
     it_key = f"widgets.nvtx_it:{p.key_node}"
     if it_key not in p._memo:
         p._memo[it_key] = p.cube.inst_iter[: len(nv)][by_dur]
-    it = p._memo[it_key]
-    hit = np.flatnonzero((it >= lo) & (it <= hi))
-    sel = np.sort(by_dur[hit[:max_glyphs]])  # the longest ones, back in row order
+    hit = _first_hits(p._memo[it_key], lo, hi, max_glyphs)
+    sel = np.sort(by_dur[hit])  # the longest ones, back in row order
     start = nv["start_ns"].to_numpy(np.int64)[sel]
     end = nv["end_ns"].to_numpy(np.int64)[sel]
     dur = end - start

@@ -249,3 +249,15 @@ def test_binned_timeline_equal_on_several_gpus_and_streams() -> None:
         for cap in (2, 7, 30):
             (fast, _), (slow, _) = _timeline_both_ways(p, lo, hi, cap)
             pd.testing.assert_frame_equal(fast, slow, obj=f"{lo}..{hi} cap {cap}")
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "n"), [(0, 99, 50), (40, 40, 10), (7, 9, 5000), (200, 300, 5)]
+)
+def test_first_hits_by_growing_chunks_equal_one_full_pass(lo: int, hi: int, n: int) -> None:
+    """The NVTX timeline's scan for the longest ranges in a range of iterations stops early;
+    it must find the same rows as a full pass (narrow ranges need several chunks)."""
+    it = np.random.default_rng(1).integers(0, 100, 200_000)
+    want = np.flatnonzero((it >= lo) & (it <= hi))[:n]
+    got = data._first_hits(it, lo, hi, n)
+    assert np.array_equal(got, want) and len(got) == min(n, ((it >= lo) & (it <= hi)).sum())
