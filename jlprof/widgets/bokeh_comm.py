@@ -18,7 +18,7 @@ decoded by BokehJS' deserializer like buffer references, so no buffer pair is ne
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -51,19 +51,34 @@ class BatchedBokehModel(BokehModel):
         super().__init__(model, **kwargs)
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, before_send: Callable[[], None] | None = None) -> Iterator[None]:
         """Collect the document's changes made inside the block; send them as one patch at
-        its end (nested blocks join the outer one)."""
+        its end (nested blocks join the outer one).
+
+        ``before_send`` runs once the block ended without error, after the patch is built and
+        just before it goes out: widget updates made there (the dashboard's status line) reach
+        the page ahead of the patch, so the page shows them with the views' redraw instead
+        of in a frame of their own after it.
+        """
         if self._batch is not None:
             yield
+            if before_send is not None:
+                before_send()
             return
         self._batch = []
+        ok = False
         try:
             yield
+            ok = True
         finally:
             events, self._batch = self._batch, None
-            if events:
-                self._send_patch(events)
+            msg = patch_message(events) if events else None
+            try:
+                if ok and before_send is not None:
+                    before_send()
+            finally:
+                if msg is not None:
+                    self._send_message(msg)
 
     def _document_patched(self, event: DocumentPatchedEvent) -> None:
         if event.setter is self:  # came from the page: it has it already
@@ -74,7 +89,9 @@ class BatchedBokehModel(BokehModel):
             self._send_patch([event])
 
     def _send_patch(self, events: list[DocumentPatchedEvent]) -> None:
-        msg = patch_message(events)
+        self._send_message(patch_message(events))
+
+    def _send_message(self, msg: patch_doc) -> None:
         self.send({"msg": "patch", "payload": msg.header_json})
         self.send({"msg": "patch", "payload": msg.metadata_json})
         self.send({"msg": "patch", "payload": msg.content_json})

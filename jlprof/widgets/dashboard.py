@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import html
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
@@ -173,14 +174,17 @@ class Dashboard(w.VBox):
         p = self.profile
         lo, hi = p.iter_start, p.iter_stop
         t = time.perf_counter()
-        with self._batch():
+
+        def report() -> None:  # the status line goes out just before the views' patch
+            self.last_update_ms = (time.perf_counter() - t) * 1e3
+            self._say(
+                f"iterations {lo}..{hi} of {p.iterations.count} · updated in "
+                f"{self.last_update_ms:.0f} ms",
+                detail=f"GPU timeline: {self.views.lod_text}",
+            )
+
+        with self._batch(before_send=report):
             self._refresh(key_node_changed)
-        self.last_update_ms = (time.perf_counter() - t) * 1e3
-        self._say(
-            f"iterations {lo}..{hi} of {p.iterations.count} · updated in "
-            f"{self.last_update_ms:.0f} ms",
-            detail=f"GPU timeline: {self.views.lod_text}",
-        )
 
     def _refresh(self, key_node_changed: bool) -> None:
         p = self.profile
@@ -312,11 +316,13 @@ class Dashboard(w.VBox):
         self.set_node(str(paths[new[0]]) if new else None)
 
     # ---- helpers -------------------------------------------------------------------------
-    def _batch(self) -> AbstractContextManager[None]:
+    def _batch(self, before_send: Callable[[], None] | None = None) -> AbstractContextManager[None]:
         """The Bokeh changes made inside go to the page as one patch (none before the widget
-        exists: the first fill travels in its render bundle)."""
+        exists: the first fill travels in its render bundle); see BatchedBokehModel.batch."""
         bokeh = getattr(self, "bokeh", None)
-        return bokeh.batch() if bokeh is not None else nullcontext()
+        if bokeh is not None:
+            return bokeh.batch(before_send)
+        return _then(before_send) if before_send is not None else nullcontext()
 
     def _set_slider(self, lo: int, hi: int) -> None:
         busy, self._busy = self._busy, True
@@ -379,6 +385,13 @@ class Dashboard(w.VBox):
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/plain"] = repr(self.profile)
         return bundle
+
+
+@contextmanager
+def _then(after: Callable[[], None]) -> Iterator[None]:
+    """Run ``after`` once the block ended without error."""
+    yield
+    after()
 
 
 def data_short(name: str, n: int = 40) -> str:

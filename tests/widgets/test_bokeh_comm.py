@@ -31,6 +31,10 @@ class RecordingComm(BaseComm):
 
     def publish_msg(self, msg_type: str, data=None, metadata=None, buffers=None, **keys) -> None:
         self.published.append((msg_type, data or {}, list(buffers or [])))
+        SENT.append((self.comm_id, msg_type, data or {}))
+
+
+SENT: list[tuple[str, str, dict]] = []  # every RecordingComm's messages, in the kernel's order
 
 
 @pytest.fixture
@@ -166,3 +170,22 @@ def test_range_change_spares_the_page_a_relayout(dash: Dashboard) -> None:
     assert _apply(mirror, _patches(c)) == 1
     _assert_same_sources(dash.doc, mirror)
     assert "GPU activities" in dash.status.value  # the level-of-detail figures moved there
+
+
+def test_status_line_goes_out_before_the_views_patch(dash: Dashboard) -> None:
+    """The page then shows the status with the views' redraw, not in a frame after it."""
+    SENT.clear()
+    dash.set_range(3, 7)
+    status = [
+        i
+        for i, (cid, t, d) in enumerate(SENT)
+        if cid == dash.status.comm.comm_id and "iterations 3..7" in str(d.get("state", {}))
+    ]
+    patch = [
+        i
+        for i, (cid, t, d) in enumerate(SENT)
+        if cid == dash.bokeh.comm.comm_id and d.get("method") == "custom"
+    ]
+    assert len(status) == 1 and len(patch) == 3
+    assert status[0] < patch[0]
+    assert "updated in" in dash.status.value
