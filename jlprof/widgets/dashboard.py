@@ -21,6 +21,7 @@ from bokeh.document import Document
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
+from jlprof.widgets.display import _in_kernel
 from jlprof.widgets.static import fill, static_html
 from jlprof.widgets.views import Views
 
@@ -91,6 +92,10 @@ class Dashboard(w.VBox):
     """The interactive dashboard of a :class:`~jlprof.engine.profile.Profile`."""
 
     def __init__(self, profile: Profile, max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS) -> None:
+        if _in_kernel():
+            # BokehJS goes to the page before the views are built: the browser evaluates it
+            # (~0.3 s for the three bundles) while the kernel builds (~0.5 s at 1M kernels)
+            ensure_bokehjs()
         self.profile = profile
         self.max_kernel_glyphs = max_kernel_glyphs
         self.node: str | None = None
@@ -372,16 +377,22 @@ class Dashboard(w.VBox):
         )
 
     # ---- display -------------------------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        """The live widget (with text), after a static rendering for kernel-less viewers.
+    def _ipython_display_(self) -> None:
+        """The live widget, then a static rendering of it for kernel-less viewers.
 
-        The static rendering is an output of its own, displayed first (see
-        :mod:`jlprof.widgets.static` for why it cannot be the widget bundle's ``text/html``).
+        The static rendering is an output of its own (see :mod:`jlprof.widgets.static` for
+        why it cannot be the widget bundle's ``text/html``), sent after the widget: the page
+        builds the live views while the kernel renders the static copy (~0.2 s at 1M
+        kernels), instead of waiting for both.
         """
         from IPython.display import display
 
         ensure_bokehjs()
+        display(self._repr_mimebundle_(), raw=True)
         display({"text/html": static_html(self.profile)}, raw=True)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The live widget, with the profile's one-line summary as text."""
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/plain"] = repr(self.profile)
         return bundle

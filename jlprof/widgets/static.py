@@ -1,12 +1,12 @@
 """Static rendering of the dashboard: standalone Bokeh HTML plus text, for kernel-less viewers.
 
 A saved notebook, nbconvert's HTML or a Git forge's viewer has no kernel behind the widget;
-they show this instead, never an empty box. It is an output of its own, displayed just before
+they show this instead, never an empty box. It is an output of its own, displayed just after
 the widget (not the ``text/html`` of the widget's mimebundle: JupyterLab always picks the
 widget mimetype when the widget manager is there, and then shows "Error displaying widget:
 model not found" for a notebook reopened without its kernel). So that it is not shown twice
-where the live widget renders, it carries a CSS rule that hides it next to a live widget
-output, and hides a failed one next to it instead (``STYLE``). Its figures are embedded only
+where the live widget renders, it carries a CSS rule that hides it after a live widget
+output, and hides a failed one before it instead (``STYLE``). Its figures are embedded only
 once it is visible (``LOADER``): a hidden copy costs the live page no BokehJS run.
 BokehJS is inlined because no CDN may be reachable where the notebook is read.
 """
@@ -52,21 +52,22 @@ def fill(
 
 # JupyterLab 4: each output is a .jp-OutputArea-child; ipywidgets' renderer node gets the
 # class jupyter-widgets when it failed ("Error displaying widget: model not found"), and
-# stays at "Loading widget..." where no kernel was started. The rules (:has() cannot nest):
-# hidden next to a live dashboard; the failed widget output next to it hidden; while the
-# loader waits for the widget (live JupyterLab only) hidden; once it gave up, the widget
-# output hidden. Without scripts (an untrusted notebook) it simply shows.
+# stays at "Loading widget..." where no kernel was started. The widget output comes just
+# before the static one. The rules (:has() cannot nest): hidden after a live dashboard; the
+# failed widget output before it hidden; while the loader waits for the widget (live
+# JupyterLab only) hidden; once it gave up, the widget output hidden. Without scripts (an
+# untrusted notebook) it simply shows.
 _CHILD = ".jp-OutputArea-child"
 STYLE = (
     "<style>"
-    f"{_CHILD}:has(.jlprof-static):has(+ {_CHILD} .jlprof-dashboard), "
+    f"{_CHILD}:has(.jlprof-dashboard) + {_CHILD}:has(.jlprof-static), "
     f"{_CHILD}.jlprof-static-wait, "
-    f"{_CHILD}:has(.jlprof-static) + {_CHILD}:has(> .jp-OutputArea-output.jupyter-widgets), "
-    f"{_CHILD}.jlprof-static-alone + {_CHILD}:not(:has(.jlprof-dashboard)) "
+    f"{_CHILD}:has(> .jp-OutputArea-output.jupyter-widgets):has(+ {_CHILD} .jlprof-static), "
+    f"{_CHILD}:not(:has(.jlprof-dashboard)):has(+ {_CHILD}.jlprof-static-alone) "
     "{display:none}</style>"
 )
 WAIT_MS = 4000  # how long a live JupyterLab page may take to render the widget next to it
-# In a live JupyterLab page (Lumino widgets): wait for the widget output next to it, and
+# In a live JupyterLab page (Lumino widgets): wait for the widget output before it, and
 # show the static copy only when that fails or does not render in WAIT_MS. Anywhere:
 # run BokehJS (unless the page has it) and the embedding script once the copy is visible.
 LOADER = """<script>(function () {
@@ -83,12 +84,12 @@ LOADER = """<script>(function () {
     run(code[1]);
   }
   var child = box.closest('.jp-OutputArea-child.lm-Widget');
-  var next = child && child.nextElementSibling;
-  if (next && !next.querySelector('.jlprof-dashboard')) {
+  var prev = child && child.previousElementSibling;
+  if (prev && !prev.querySelector('.jlprof-dashboard')) {
     child.classList.add('jlprof-static-wait');
     var t0 = Date.now(), iv = setInterval(function () {
-      var live = next.querySelector('.jlprof-dashboard');
-      var failed = next.querySelector(':scope > .jupyter-widgets');
+      var live = prev.querySelector('.jlprof-dashboard');
+      var failed = prev.querySelector(':scope > .jupyter-widgets');
       if (!live && !failed && Date.now() - t0 < WAIT_MS) return;
       clearInterval(iv);
       child.classList.remove('jlprof-static-wait');

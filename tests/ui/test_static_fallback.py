@@ -117,11 +117,11 @@ def test_reopened_without_kernel_shows_the_static_dashboard(
     text = page.locator(".jlprof-static").inner_text()
     assert "Static jlprof dashboard" in text
     assert "Iterations found" in text and "7" in text  # 6 steps + the tail
-    # the widget output next to it (ipywidgets: "Loading widget..." for good without a
+    # the widget output just before it (ipywidgets: "Loading widget..." for good without a
     # kernel, or "Error displaying widget: model not found") is hidden: no empty box
     widget_out = page.evaluate(
         "() => { const c = document.querySelector('.jlprof-static')"
-        ".closest('.jp-OutputArea-child').nextElementSibling;"
+        ".closest('.jp-OutputArea-child').previousElementSibling;"
         " return [c.innerText, c.getClientRects().length]; }"
     )
     assert "widget" in widget_out[0].lower() and widget_out[1] == 0, widget_out

@@ -188,21 +188,26 @@ def test_level_of_detail_caps_the_glyphs(profile: Profile) -> None:
     assert f"{3 * STEPS:,} GPU activities shown as {n:,} bars" in dash.status.value
 
 
-def test_mimebundle_has_widget_text_and_static_html(
+def test_display_is_the_widget_then_its_static_html(
     dash: Dashboard, profile: Profile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import IPython.display
 
     shown: list[dict] = []
     monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append(obj))
-    bundle = dash._repr_mimebundle_()
+    dash._ipython_display_()
+    widget = [o for o in shown if "application/vnd.jupyter.widget-view+json" in o]
+    static = [o for o in shown if "jlprof-static" in o.get("text/html", "")]
+    assert len(widget) == 1 and len(static) == 1
+    bundle = widget[0]
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == dash.model_id
     assert bundle["text/plain"] == repr(profile)
     assert "text/html" not in bundle  # JupyterLab would never show it (see static.py)
-    # the static rendering went out first, as an output of its own
-    [static] = [o["text/html"] for o in shown if "jlprof-static" in o.get("text/html", "")]
-    assert "Static jlprof dashboard" in static and "Bokeh.embed.embed_items" in static
-    assert "Iterations found" in static and "optimizer_step" in static
+    # the static rendering went out right after the widget, as an output of its own
+    assert shown.index(static[0]) == shown.index(bundle) + 1
+    html = static[0]["text/html"]
+    assert "Static jlprof dashboard" in html and "Bokeh.embed.embed_items" in html
+    assert "Iterations found" in html and "optimizer_step" in html
 
 
 def test_domain_filter_recorrelates(tmp_path: Path) -> None:

@@ -45,9 +45,9 @@ def test_displayed_profile_is_the_dashboard_with_fallbacks(executed) -> None:
     assert data["text/plain"].startswith("<jlprof.Profile loop.sqlite: key node optimizer_step")
     # no text/html in the widget's bundle: JupyterLab would never show it (see static.py)
     assert set(data) == {WIDGET, "text/plain"}
-    # the static rendering is the output just before the widget
+    # the static rendering is the output just after the widget
     first = outs.index(widget[0])
-    static = outs[first - 1]["data"]["text/html"]
+    static = outs[first + 1]["data"]["text/html"]
     assert "Static jlprof dashboard" in static
     assert "Bokeh.embed.embed_items" in static  # the figures, standalone, embedded lazily
     assert "<script type='application/json' class='jlprof-static-js'>" in static
@@ -56,13 +56,13 @@ def test_displayed_profile_is_the_dashboard_with_fallbacks(executed) -> None:
     # of its models (tables, widgets), not MathJax's nor WebGL's
     from bokeh.resources import INLINE, Resources
 
-    loads = [str(o.get("data", {})) for o in outs[: first - 1]]
+    loads = [str(o.get("data", {})) for o in outs[:first]]
     assert any("Bokeh" in s and "DataTable" in s for s in loads)
     assert not any("bokeh-gl" in s for s in loads)
     every = sum(len(js) for js in INLINE.js_raw)
     mathjax = sum(len(js) for js in Resources(mode="inline", components=["bokeh-mathjax"]).js_raw)
     # (the load output carries the JavaScript twice: for the classic notebook and for Lab)
-    largest = max(len(str(v)) for o in outs[: first - 1] for v in o.get("data", {}).values())
+    largest = max(len(str(v)) for o in outs[:first] for v in o.get("data", {}).values())
     assert largest < every - mathjax
     assert executed.cells[1].outputs[0]["data"]["text/plain"] == "True"
 
