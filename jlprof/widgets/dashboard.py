@@ -13,6 +13,7 @@ import html
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
@@ -88,6 +89,17 @@ def cards_html(h: data.Headline) -> str:
     )
 
 
+@dataclass
+class _HintRow:
+    """One expert hint's widgets: its text and the buttons of the actions it may offer."""
+
+    box: w.HBox
+    text: w.HTML
+    range_button: w.Button
+    key_button: w.Button
+    action: dict[str, Any] = field(default_factory=dict)
+
+
 class Dashboard(w.VBox):
     """The interactive dashboard of a :class:`~jlprof.engine.profile.Profile`."""
 
@@ -103,6 +115,8 @@ class Dashboard(w.VBox):
         self.status_text = ""
         self._ranked: tuple[Profile, list[str]] | None = None
         self._hints_key = ""
+        self._hint_rows: list[_HintRow] = []
+        self._no_hints = w.HTML("<i>No problems found for this range.</i>")
         self._busy = False
         self.views = Views(profile.correlated.t_first_ns)
         self.doc = Document()
@@ -219,43 +233,58 @@ class Dashboard(w.VBox):
         self.views.highlight_ops(data.ops_under(p, self.node) if self.node else None)
 
     def _update_hints(self, hints: list[dict[str, Any]]) -> None:
+        """Show the findings in rows of widgets that are kept and updated in place.
+
+        New widgets cost the page far more than new values (ipywidgets builds each view):
+        a range change that changed the findings used to close and reopen ~10 widgets."""
         key = repr([(h["detector"], h["problem"], h["action"]) for h in hints])
-        if key == self._hints_key:  # same findings: keep the widgets (no comm churn)
+        if key == self._hints_key:  # same findings: nothing to send
             return
         self._hints_key = key
-        for old in self.hints_box.children:
-            old.close()  # a Box does not close its children
-            for child in getattr(old, "children", ()):
-                child.close()
-        rows: list[w.Widget] = []
-        for h in hints:
+        shown: list[w.Widget] = []
+        for i, h in enumerate(hints):
+            row = self._hint_row(i)
             ev = ", ".join(f"{k}: {v}" for k, v in h["evidence"].items() if k != "candidates")
-            text = (
+            row.text.value = (
                 f"<div style='margin:2px 0'><b>{html.escape(h['detector'])}</b>: "
                 f"{html.escape(h['problem'])}<br><i>Recommendation:</i> "
                 f"{html.escape(h['recommendation'])}<br>"
                 f"<span style='font-size:11px;color:#666'>Evidence: {html.escape(ev[:400])}"
                 "</span></div>"
             )
-            parts: list[w.Widget] = [w.HTML(text, layout=w.Layout(width="85%"))]
-            act = h.get("action") or {}
-            if "set_range" in act:
-                lo, hi = act["set_range"]
-                btn = w.Button(description=f"use suggested range {lo}..{hi}", button_style="info")
-                btn.on_click(lambda _b, lo=lo, hi=hi: self._guard(self.set_range, lo, hi))
-                btn.layout.width = "auto"
-                parts.append(btn)
-            if "set_key_node" in act:
-                name = act["set_key_node"]
-                btn = w.Button(description=f"use key node {data_short(name)}", button_style="info")
-                btn.on_click(lambda _b, name=name: self._guard(self.set_key_node, name))
-                btn.layout.width = "auto"
-                parts.append(btn)
-            rows.append(w.HBox(parts))
-        if not rows:
-            rows = [w.HTML("<i>No problems found for this range.</i>")]
-        self.hints_box.children = rows
+            row.action = h.get("action") or {}
+            parts: list[w.Widget] = [row.text]
+            if "set_range" in row.action:
+                lo, hi = row.action["set_range"]
+                row.range_button.description = f"use suggested range {lo}..{hi}"
+                parts.append(row.range_button)
+            if "set_key_node" in row.action:
+                name = row.action["set_key_node"]
+                row.key_button.description = f"use key node {data_short(name)}"
+                parts.append(row.key_button)
+            if list(row.box.children) != parts:
+                row.box.children = parts
+            shown.append(row.box)
+        self.hints_box.children = shown or [self._no_hints]
         self.hints.set_title(0, f"Expert hints ({len(hints)})" if hints else "Expert hints (none)")
+
+    def _hint_row(self, i: int) -> _HintRow:
+        """The i-th row of the hints (created the first time that many are shown)."""
+        while len(self._hint_rows) <= i:
+            row = _HintRow(
+                box=w.HBox(),
+                text=w.HTML(layout=w.Layout(width="85%")),
+                range_button=w.Button(button_style="info", layout=w.Layout(width="auto")),
+                key_button=w.Button(button_style="info", layout=w.Layout(width="auto")),
+            )
+            row.range_button.on_click(
+                lambda _b, row=row: self._guard(self.set_range, *row.action["set_range"])
+            )
+            row.key_button.on_click(
+                lambda _b, row=row: self._guard(self.set_key_node, row.action["set_key_node"])
+            )
+            self._hint_rows.append(row)
+        return self._hint_rows[i]
 
     # ---- event handlers (user actions: errors are shown, never raised into the kernel) ----
     def _guard(self, fn: Any, *args: Any) -> None:

@@ -179,6 +179,27 @@ def test_hint_action_sets_the_suggested_range(dash: Dashboard) -> None:
     )
 
 
+def test_hint_rows_are_updated_in_place_not_recreated(dash: Dashboard) -> None:
+    """A range change that changes the findings updates the rows' widgets (new widgets cost
+    the page a view each); a reused button acts on the hint it now shows."""
+    first = [row.model_id for row in dash.hints_box.children]
+    found = data.hints(dash.profile, 0, STEPS)
+    lo, hi = next(h["action"]["set_range"] for h in found if h["action"])
+    dash.set_range(lo, hi)
+    shown = [getattr(c, "description", "") for row in dash.hints_box.children for c in row.children]
+    assert not [d for d in shown if d.startswith("use suggested range")]
+    dash.set_range(0, STEPS)
+    assert [row.model_id for row in dash.hints_box.children] == first
+    [button] = [
+        c
+        for row in dash.hints_box.children
+        for c in row.children
+        if getattr(c, "description", "").startswith("use suggested range")
+    ]
+    button.click()
+    assert dash.range_slider.value == (lo, hi)
+
+
 def test_level_of_detail_caps_the_glyphs(profile: Profile) -> None:
     dash = Dashboard(profile, max_kernel_glyphs=8)
     n = len(dash.views.gpu_src.data["left"])
