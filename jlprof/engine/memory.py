@@ -46,13 +46,6 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def trim() -> None:
-    """Return free heap memory to the OS (glibc), unless a heavy stage is still running."""
-    libc = _libc()
-    if libc is not None and _depth == 0:
-        libc.malloc_trim(0)
-
-
 def release_reader_memory() -> None:
     """Return what reading left behind, even inside a stage: later stages cannot reuse it.
 
