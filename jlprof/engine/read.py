@@ -55,7 +55,6 @@ _IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
 
 Progress = Callable[[str], None]
 # leading columns every GPU activity table shares, and the kernel launch dimensions
-_ACTIVITY = ["start_ns", "end_ns", "device_id", "stream_id", "correlation_id", "global_pid"]
 _LAUNCH_DIMS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 
 
@@ -277,6 +276,13 @@ class _Select:
         return f.frame(f"SELECT {', '.join(self.exprs)} FROM {table}", self.names, self.fill)
 
 
+def _activity(avail: list[str]) -> _Select:
+    """The columns every GPU activity table starts with: times, device, stream, launch."""
+    q = _Select(avail).raw("start", "start_ns").raw("end", "end_ns")
+    q.col("deviceId", "device_id").col("streamId", "stream_id")
+    return q.col("correlationId", "correlation_id", -1).col("globalPid", "global_pid")
+
+
 def _sel(avail: list[str], name: str, default: str = "0", *alts: str) -> str:
     """SQL for a column that may be missing or NULL in some nsys versions."""
     col = schema.pick(avail, name, *alts)
@@ -295,9 +301,7 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
     parts = []
     kt = "CUPTI_ACTIVITY_KIND_KERNEL"
     if kt in tabs:
-        q = _Select(schema.columns(f.conn, kt)).raw("start", "start_ns").raw("end", "end_ns")
-        q.col("deviceId", "device_id").col("streamId", "stream_id")
-        q.col("correlationId", "correlation_id", -1).col("globalPid", "global_pid")
+        q = _activity(schema.columns(f.conn, kt))
         q.col("shortName", "short_id", -1).col("demangledName", "demangled_id", -1)
         dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
         for c, out in zip(dims, _LAUNCH_DIMS, strict=True):
@@ -323,21 +327,16 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
         if table not in tabs:
             continue
         a = schema.columns(f.conn, table)
-        kind_sql = _sel(a, "copyKind") if kind == "memcpy" else "-1"
-        # CUPTI memory kind 0 = pageable host memory: such copies stall the host (no overlap)
-        pageable_sql = (
-            f"(coalesce({_sel(a, 'srcKind', '-1')}, -1) = 0 "
-            f"OR coalesce({_sel(a, 'dstKind', '-1')}, -1) = 0)"
-            if kind == "memcpy"
-            else "0"
-        )
-        sql = (
-            f"SELECT start, end, {_sel(a, 'deviceId')}, {_sel(a, 'streamId')}, "
-            f"{_sel(a, 'correlationId', '-1')}, {_sel(a, 'globalPid')}, {_sel(a, 'bytes')}, "
-            f"{kind_sql}, {_sel(a, 'graphNodeId')}, {pageable_sql} FROM {table}"
-        )
-        names = [*_ACTIVITY, "bytes", "copy_kind", "graph_node_id", "pageable"]
-        df = f.frame(sql, names)
+        q = _activity(a).col("bytes", "bytes")
+        if kind == "memcpy":
+            # CUPTI memory kind 0 = pageable host memory: such copies stall the host
+            pageable_sql = f"({_sel(a, 'srcKind', '-1')} = 0 OR {_sel(a, 'dstKind', '-1')} = 0)"
+            q.col("copyKind", "copy_kind")
+        else:
+            pageable_sql = "0"
+            q.raw("-1", "copy_kind")
+        q.col("graphNodeId", "graph_node_id").raw(pageable_sql, "pageable")
+        df = q.read(f, table)
         if not len(df):
             continue
         if kind == "memcpy":
