@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,9 @@ REPORTS = (
     "group_node",
     "expert_systems",
 )
+
+
+T = TypeVar("T")
 
 
 class Profile:
@@ -156,26 +159,34 @@ class Profile:
             self._memo[key] = build()
         return self._memo[key]
 
+    def once(self, key: str, build: Callable[[], T]) -> T:
+        """Cache a value derived from the whole profile (orderings, lookups), built on first
+        use; one that depends on the key node carries it in ``key``. Kept when old ranges
+        are forgotten (:meth:`memo`)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
+
     @property
     def gpu_labels(self) -> list[str]:
         """Visible GPUs (lanes of the timeline), idle ones included."""
-        if "labels" not in self._memo:
-            from jlprof.engine.aggregate import gpu_lanes
+        from jlprof.engine.aggregate import gpu_lanes
 
-            self._memo["labels"] = gpu_lanes(self.correlated)[1]
-        return self._memo["labels"]
+        return self.once("labels", lambda: gpu_lanes(self.correlated)[1])
 
     @property
     def kernel_flags(self) -> pd.DataFrame:
         """uses_tc / is_memory per kernel-name code (computed once, not per report)."""
-        if "kflags" not in self._memo:
+
+        def build() -> pd.DataFrame:
             g = self.correlated.gpu
             codes = g["name"].cat.codes.to_numpy()
             n = len(g["name"].cat.categories)
             tc = np.bincount(codes, weights=g["uses_tc"].to_numpy(bool), minlength=n) > 0
             mem = np.bincount(codes, weights=g["is_memory"].to_numpy(bool), minlength=n) > 0
-            self._memo["kflags"] = pd.DataFrame({"uses_tc": tc, "is_memory": mem})
-        return self._memo["kflags"]
+            return pd.DataFrame({"uses_tc": tc, "is_memory": mem})
+
+        return self.once("kflags", build)
 
     @property
     def iterations(self) -> Iterations:

@@ -305,8 +305,8 @@ def _group_stats_frame(p: Profile) -> pd.DataFrame:
     Built once per key node (min/max copies of the four time columns, a row count for the
     averages), so a range change combines them in a few ms instead of a dozen group-bys.
     """
-    key = f"group_stats:{p.key_node}"
-    if key not in p._memo:
+
+    def build() -> pd.DataFrame:
         gi = p.cube.group_iter
         cols: dict[str, np.ndarray] = {
             "calls": gi["calls"].to_numpy(np.int64),
@@ -317,8 +317,9 @@ def _group_stats_frame(p: Profile) -> pd.DataFrame:
         for col in ("cpu", "gpu", "overhead", "idle"):
             v = gi[col].to_numpy(np.int64)
             cols[f"{col}_sum"], cols[f"{col}_min"], cols[f"{col}_max"] = v, v, v
-        p._memo[key] = pd.DataFrame(cols, index=gi.index, copy=False)
-    return p._memo[key]
+        return pd.DataFrame(cols, index=gi.index, copy=False)
+
+    return p.once(f"group_stats:{p.key_node}", build)
 
 
 def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:

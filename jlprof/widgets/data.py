@@ -127,13 +127,11 @@ def op_tree(p: Profile, lo: int, hi: int) -> pd.DataFrame:
 def _path_info(p: Profile) -> tuple[pd.DataFrame, np.ndarray]:
     """Name, depth and parent row per path text (a path text may repeat: first kept), and
     every path row's text; once per profile (the hierarchy does not change with the range)."""
-    cached = p._memo.get("widgets.path_info")
-    if cached is None:
-        paths = p.correlated.paths
-        info = paths.drop_duplicates("path").set_index("path")
-        cached = (info, paths["path"].to_numpy(object))
-        p._memo["widgets.path_info"] = cached
-    return cached
+    paths = p.correlated.paths
+    return p.once(
+        "widgets.path_info",
+        lambda: (paths.drop_duplicates("path").set_index("path"), paths["path"].to_numpy(object)),
+    )
 
 
 def ops_under(p: Profile, node: str) -> set[str]:
@@ -239,44 +237,45 @@ class _GpuOrder:
 
 
 def _gpu_order(p: Profile) -> _GpuOrder:
-    cached = p._memo.get("widgets.gpu_order")
-    if cached is None:
-        g = p.correlated.gpu
-        dev_lane, dev_labels = gpu_lanes(p.correlated)
-        stream = g["stream_id"].to_numpy(np.int64)
-        pair = dev_lane * (int(stream.max()) + 1 if len(stream) else 1) + stream
-        uniq, inv = np.unique(pair, return_inverse=True)
-        n_str = int(stream.max()) + 1 if len(stream) else 1
-        labels = [f"{dev_labels[u // n_str].split(':')[0]} stream {u % n_str}" for u in uniq]
-        start = g["start_ns"].to_numpy(np.int64)
-        order = np.lexsort((start, inv))
-        lane = inv[order].astype(np.int64)
-        s_sorted = start[order]
-        e_sorted = g["end_ns"].to_numpy(np.int64)[order]
-        dur = e_sorted - s_sorted
-        t_min = int(s_sorted.min()) if len(s_sorted) else 0
-        width = int(max(e_sorted.max(), s_sorted.max()) - t_min) * 2 + 2 if len(s_sorted) else 2
-        bits = max(len(order).bit_length(), 1)
-        if len(dur) and (dur.min() < 0 or int(dur.max()) >= 1 << (62 - bits)):
-            enc = None  # absurd durations: the row-by-row path names the bars
-        else:
-            enc = (dur << bits) | ((1 << bits) - 1 - np.arange(len(order), dtype=np.int64))
-        cached = _GpuOrder(
-            order=order,
-            lane=lane,
-            labels=labels,
-            start=s_sorted,
-            end=e_sorted,
-            codes=g["name"].cat.codes.to_numpy()[order],
-            busy=np.concatenate([[0], np.cumsum(dur)]),
-            lane_start=lane * width + (s_sorted - t_min),
-            width=width,
-            t_min=t_min,
-            enc=enc if enc is not None else np.zeros(0, np.int64),
-            enc_mask=(1 << bits) - 1 if enc is not None else -1,
-        )
-        p._memo["widgets.gpu_order"] = cached
-    return cached
+    """GPU work sorted by (lane, start), once per profile."""
+    return p.once("widgets.gpu_order", lambda: _build_gpu_order(p))
+
+
+def _build_gpu_order(p: Profile) -> _GpuOrder:
+    g = p.correlated.gpu
+    dev_lane, dev_labels = gpu_lanes(p.correlated)
+    stream = g["stream_id"].to_numpy(np.int64)
+    pair = dev_lane * (int(stream.max()) + 1 if len(stream) else 1) + stream
+    uniq, inv = np.unique(pair, return_inverse=True)
+    n_str = int(stream.max()) + 1 if len(stream) else 1
+    labels = [f"{dev_labels[u // n_str].split(':')[0]} stream {u % n_str}" for u in uniq]
+    start = g["start_ns"].to_numpy(np.int64)
+    order = np.lexsort((start, inv))
+    lane = inv[order].astype(np.int64)
+    s_sorted = start[order]
+    e_sorted = g["end_ns"].to_numpy(np.int64)[order]
+    dur = e_sorted - s_sorted
+    t_min = int(s_sorted.min()) if len(s_sorted) else 0
+    width = int(max(e_sorted.max(), s_sorted.max()) - t_min) * 2 + 2 if len(s_sorted) else 2
+    bits = max(len(order).bit_length(), 1)
+    if len(dur) and (dur.min() < 0 or int(dur.max()) >= 1 << (62 - bits)):
+        enc = None  # absurd durations: the row-by-row path names the bars
+    else:
+        enc = (dur << bits) | ((1 << bits) - 1 - np.arange(len(order), dtype=np.int64))
+    return _GpuOrder(
+        order=order,
+        lane=lane,
+        labels=labels,
+        start=s_sorted,
+        end=e_sorted,
+        codes=g["name"].cat.codes.to_numpy()[order],
+        busy=np.concatenate([[0], np.cumsum(dur)]),
+        lane_start=lane * width + (s_sorted - t_min),
+        width=width,
+        t_min=t_min,
+        enc=enc if enc is not None else np.zeros(0, np.int64),
+        enc_mask=(1 << bits) - 1 if enc is not None else -1,
+    )
 
 
 def gpu_timeline(
@@ -294,10 +293,10 @@ def gpu_timeline(
     if len(g) == 0:
         return pd.DataFrame(columns=cols), False
     go = _gpu_order(p)
-    it_key = f"widgets.gpu_iter:{p.key_node}"  # per key node, in the (lane, start) order
-    if it_key not in p._memo:
-        p._memo[it_key] = _LaneIters.of(go, p.cube.gpu_iter[go.order])
-    lit: _LaneIters = p._memo[it_key]
+    # per key node, in the (lane, start) order
+    lit = p.once(
+        f"widgets.gpu_iter:{p.key_node}", lambda: _LaneIters.of(go, p.cube.gpu_iter[go.order])
+    )
     if lit.runs is not None and go.enc_mask >= 0 and _FAST_BINS and lit.count(lo, hi) > max_glyphs:
         return _binned(go, lit, lo, hi, max_glyphs, g["name"].cat.categories), True
     it = lit.it
@@ -470,14 +469,12 @@ def nvtx_timeline(p: Profile, lo: int, hi: int, max_glyphs: int = MAX_NVTX_GLYPH
         return pd.DataFrame(columns=cols)
     # ranges longest first (once per profile) and their iterations in that order (once per
     # key node): a range change then keeps the first max_glyphs in range, no 750k-row pass
-    if "widgets.nvtx_by_dur" not in p._memo:
-        d = (nv["end_ns"] - nv["start_ns"]).to_numpy(np.int64)
-        p._memo["widgets.nvtx_by_dur"] = np.argsort(-d, kind="stable")
-    by_dur = p._memo["widgets.nvtx_by_dur"]
-    it_key = f"widgets.nvtx_it:{p.key_node}"
-    if it_key not in p._memo:
-        p._memo[it_key] = p.cube.inst_iter[: len(nv)][by_dur]
-    hit = _first_hits(p._memo[it_key], lo, hi, max_glyphs)
+    by_dur = p.once(
+        "widgets.nvtx_by_dur",
+        lambda: np.argsort(-(nv["end_ns"] - nv["start_ns"]).to_numpy(np.int64), kind="stable"),
+    )
+    it = p.once(f"widgets.nvtx_it:{p.key_node}", lambda: p.cube.inst_iter[: len(nv)][by_dur])
+    hit = _first_hits(it, lo, hi, max_glyphs)
     sel = np.sort(by_dur[hit])  # the longest ones, back in row order
     start = nv["start_ns"].to_numpy(np.int64)[sel]
     end = nv["end_ns"].to_numpy(np.int64)[sel]
