@@ -16,6 +16,7 @@ import pandas as pd
 from bokeh.layouts import column, row
 from bokeh.models import (
     BoxAnnotation,
+    CDSView,
     ColumnDataSource,
     CustomJSHover,
     DataTable,
@@ -33,7 +34,7 @@ from bokeh.palettes import Category20
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
-from jlprof.widgets.data import CATEGORY_LABELS, ITER_CATEGORIES
+from jlprof.widgets.data import CATEGORY_LABELS, ITER_CATEGORIES, MAX_KERNEL_GLYPHS
 
 CATEGORY_COLORS = {
     "tc": "#2ca02c",
@@ -227,8 +228,9 @@ class Views:
         self.lod_text = ""
         self.interactive = interactive
         self.lod_note = Div(
-            text="GPU timeline: above 4,000 activities, the work of each stream is merged into "
-            "time bins (hover a bar for its count and busy time); counts in the status line.",
+            text=f"GPU timeline: above {MAX_KERNEL_GLYPHS:,} activities, the work of each stream "
+            "is merged into time bins (hover a bar for its count and busy time); counts in the "
+            "status line.",
             styles={"font-size": "11px", "color": "#555"},
         )
         # ---- op tree and kernel table
@@ -314,11 +316,7 @@ class Views:
             column(self.kernel_title, self.kernel_table),
         )
         self.layout = column(self.iter_fig, self.gpu_fig, self.lod_note, tables, self.tc_fig)
-        _one_way(
-            self.iter_src, self.outlier_src, self.range_box, self.names.src, self.gpu_src,
-            self.nvtx_src, self.tree_src, self.tree_table.view, self.kernel_src,
-            self.kernel_table.view, self.tc_src,
-        )  # fmt: skip
+        _one_way(self.layout, self.range_box)
         # without tables: what the static (no kernel) rendering shows
         # (plots only: Divs and tables need BokehJS' widget bundles, another 0.7 MB inline)
         self.static_layout = column(self.iter_fig, self.gpu_fig, self.tc_fig)
@@ -462,8 +460,9 @@ class Views:
         self.tc_fig.height = max(170, 90 + 26 * len(labels))  # bars keep their thickness
 
 
-def _one_way(*models: Model) -> None:
-    """Models only the kernel changes: the page does not send their changes back.
+def _one_way(layout: Model, *more: Model) -> None:
+    """The layout's sources and their views, and ``more``: models only the kernel changes,
+    whose changes the page does not send back.
 
     jupyter_bokeh's front end sends the kernel every change made in the page's document,
     including those made by applying the kernel's own patch: at 1M kernels ~190 kB of the
@@ -472,7 +471,8 @@ def _one_way(*models: Model) -> None:
     for). BokehJS sends nothing for a model that is not ``syncable``. The selections (box
     select, op-tree pick) are models of their own and stay syncable.
     """
-    for m in models:
+    sources = [m for m in layout.references() if isinstance(m, (ColumnDataSource, CDSView))]
+    for m in (*sources, *more):
         m.syncable = False
 
 
