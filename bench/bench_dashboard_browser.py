@@ -29,25 +29,25 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench.trace_summary import CATEGORIES  # noqa: E402
 from tests.ui.conftest import write_notebook  # noqa: E402
-from tests.ui.lab import CHROMIUM, CHROMIUM_ARGS, open_notebook, start_lab, stop_lab  # noqa: E402
-from tests.ui.test_dashboard import DEEP  # noqa: E402
+from tests.ui.lab import (  # noqa: E402
+    BOKEH_VIEWS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DEEP,
+    open_notebook,
+    start_lab,
+    stop_lab,
+)
 
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 # JavaScript: the status line reports iterations lo.. and BokehJS' range box starts at lo
 # (the kernel sends the status just before the views' patch: both are needed)
-UPDATED = """(lo) => {
-    if (!document.querySelector('.jlprof-dashboard').innerText.includes(`iterations ${lo}..`))
+UPDATED = f"""(lo) => {{
+    if (!document.querySelector('.jlprof-dashboard').innerText.includes(`iterations ${{lo}}..`))
         return false;
-    const views = [];
-    const walk = (v) => {
-        views.push(v);
-        for (const c of v.child_views ?? []) walk(c);
-        for (const r of v.renderer_views?.values() ?? []) walk(r);
-    };
-    for (const root of Bokeh.index.roots ?? Object.values(Bokeh.index)) walk(root);
-    const box = views.find(v => v.model.type === 'BoxAnnotation');
+    const box = ({BOKEH_VIEWS})().find(v => v.model.type === 'BoxAnnotation');
     return box !== undefined && box.model.left === lo - 0.5;
-}"""
+}}"""
 
 
 def run_cell(page, index: int) -> None:

@@ -45,6 +45,18 @@ DEEP = """(root, sel) => {
     return out;
 }"""
 
+# JavaScript: every BokehJS view on the page (plots, their renderers and annotations, ...)
+BOKEH_VIEWS = """() => {
+    const views = [];
+    const walk = (v) => {
+        views.push(v);
+        for (const c of v.child_views ?? []) walk(c);
+        for (const r of v.renderer_views?.values() ?? []) walk(r);
+    };
+    for (const root of Bokeh.index.roots ?? Object.values(Bokeh.index)) walk(root);
+    return views;
+}"""
+
 
 def _free_port() -> int:
     with socket.socket() as s:

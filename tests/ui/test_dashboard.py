@@ -10,7 +10,7 @@ import pytest
 
 from tests.fixtures.loops import small_training_export
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import DEEP, open_notebook, run_all_cells, screenshot
+from tests.ui.lab import BOKEH_VIEWS, DEEP, open_notebook, run_all_cells, screenshot
 
 STEPS = 12
 
@@ -130,19 +130,17 @@ def test_slider_and_key_node_update_the_views(dashboard_page) -> None:
 
 # JavaScript: the page position of the first GPU bar's centre, from BokehJS' own view of the
 # GPU timeline (its scales map data to canvas pixels)
-FIRST_BAR = """() => {
-    const views = [];
-    const walk = (v) => { views.push(v); for (const c of v.child_views ?? []) walk(c); };
-    for (const root of Bokeh.index.roots ?? Object.values(Bokeh.index)) walk(root);
-    const pv = views.find(v => v.model.title && v.model.title.text.startsWith('GPU timeline'));
+FIRST_BAR = f"""() => {{
+    const views = ({BOKEH_VIEWS})();
+    const pv = views.find(v => v.model.title?.text?.startsWith?.('GPU timeline'));
     const r = pv.renderer_views ? [...pv.renderer_views.values()] : [];
     const bars = r.find(rv => rv.model.data_source && 'busy_us' in rv.model.data_source.data);
     const d = bars.model.data_source.data;
     const x = pv.frame.x_scale.compute((d.left[0] + d.right[0]) / 2);
     const y = pv.frame.y_scale.compute(d.y[0]);
     const box = pv.canvas_view.el.getBoundingClientRect();
-    return {x: box.left + x, y: box.top + y};
-}"""
+    return {{x: box.left + x, y: box.top + y}};
+}}"""
 
 
 def test_gpu_bar_hover_names_its_kernel(dashboard_page) -> None:
