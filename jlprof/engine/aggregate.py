@@ -140,7 +140,7 @@ class Cube:
     inst_iter: np.ndarray
     gpu_iter: np.ndarray
     op_iter: pd.DataFrame  # index (op, iteration)
-    kernel_iter: pd.DataFrame  # index (kernel, op, iteration)
+    kernel_iter: pd.DataFrame  # index (kernel = long_name code, op, iteration)
     time_iter: pd.DataFrame  # index (lane, iteration): union lengths by category
     correlated: Correlated | None = None
     metrics: InstanceMetrics | None = None
@@ -215,7 +215,7 @@ def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame
             columns=["calls", "gpu_sum", "gpu_min", "gpu_max", "api_sum", "api_min", "api_max"],
             dtype="int64",
         )
-    kname = g["name"].cat.codes.to_numpy(np.int64)
+    kname = g["long_name"].cat.codes.to_numpy(np.int64)  # kernel identity: the demangled name
     op = np.where(
         g["inst"].to_numpy() >= 0,
         c.inst["op"].to_numpy(np.int64)[np.maximum(g["inst"].to_numpy(), 0)],

@@ -176,15 +176,22 @@ class Profile:
 
     @property
     def kernel_flags(self) -> pd.DataFrame:
-        """uses_tc / is_memory per kernel-name code (computed once, not per report)."""
+        """Per distinct kernel (demangled-name code, as ``nsys stats -r gpukernsum`` tells
+        kernels apart): uses_tc, is_memory and the short name shown beside it. Computed once,
+        not per report; a verdict is never shared between namesakes."""
 
         def build() -> pd.DataFrame:
             g = self.correlated.gpu
-            codes = g["name"].cat.codes.to_numpy()
-            n = len(g["name"].cat.categories)
+            codes = g["long_name"].cat.codes.to_numpy()
+            n = len(g["long_name"].cat.categories)
             tc = np.bincount(codes, weights=g["uses_tc"].to_numpy(bool), minlength=n) > 0
             mem = np.bincount(codes, weights=g["is_memory"].to_numpy(bool), minlength=n) > 0
-            return pd.DataFrame({"uses_tc": tc, "is_memory": mem})
+            names = np.full(n, "", dtype=object)
+            seen, first = np.unique(codes, return_index=True)  # each kernel's first row
+            ok = seen >= 0
+            short = g["name"].cat.categories.to_numpy(object)
+            names[seen[ok]] = short[g["name"].cat.codes.to_numpy()[first[ok]]]
+            return pd.DataFrame({"uses_tc": tc, "is_memory": mem, "short_name": names})
 
         return self.once("kflags", build)
 
