@@ -30,6 +30,7 @@ import pandas as pd
 from jlprof.engine import intervals, schema
 from jlprof.engine.ops import parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
+from jlprof.engine.torch_ops import backward_links, tops
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
 
 NONE = -1
@@ -234,6 +235,12 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         p = _nest(n_lane, n_start, n_end, n_order)
         r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
 
+    # ---- range texts, parsed once each; emit_nvtx chains work for their outermost range
+    text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
+    parsed = parse_texts(list(text_cats))
+    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    r_top = tops(parsed["torch_op"].to_numpy(bool)[text_code], r_parent)
+
     # ---- API call -> innermost range on its thread (latest-starting across domains)
     a_start = api["start_ns"].to_numpy(np.int64)
     a_end = api["end_ns"].to_numpy(np.int64)
@@ -253,6 +260,10 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
                 (a_inst < 0) | (r_start[np.maximum(c, 0)] > r_start[np.maximum(a_inst, 0)])
             )
             a_inst[better] = c[better]
+
+    if len(a_inst) and len(r_top):  # a call in nested emit_nvtx ranges: the outermost's
+        in_top = (a_inst >= 0) & (r_top[np.maximum(a_inst, 0)] >= 0)
+        a_inst[in_top] = r_top[a_inst[in_top]]
 
     # ---- GPU work -> API call: same correlationId in the same process
     g_api = np.full(len(gpu), NONE, dtype=np.int64)
@@ -300,9 +311,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     u_start = np.where(ug_has, a_start[np.maximum(ug_api, 0)], g_start[un_gpu])
     u_end = np.where(ug_has, a_end[np.maximum(ug_api, 0)], g_end[un_gpu])
 
-    # ---- op identity: parse unique texts, then synthetic names
-    text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
-    parsed = parse_texts(list(text_cats))
+    # ---- op identity: parsed texts, then synthetic names, then emit_nvtx bprop twins
     # names of the unassociated rows only (not 1M-row object arrays)
     un_names = np.concatenate(
         [
@@ -322,6 +331,11 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             }
         )
     )
+    bwd_rows, bwd_text = backward_links(parsed, text_code, r_top, r_start)
+    twin_text, twin_inv = np.unique(bwd_text, return_inverse=True)
+    twins = parsed.iloc[twin_text][["op_name", "op_type"]].assign(direction="bprop")
+    twins["op_id"] = twins["op_name"] + ":bprop"
+    op_frames.append(twins)
     all_ops = pd.concat(op_frames, ignore_index=True)
     op_code, ops_uniq = pd.factorize(
         pd.MultiIndex.from_frame(all_ops[["op_name", "op_type", "direction", "op_id"]])
@@ -331,10 +345,11 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
     ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
     _annotation_columns(ops, parsed, op_code[: len(parsed)])
-    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    n_un = len(un_uniq)
     inst_op = np.concatenate(
-        [op_code[: len(parsed)][text_code], op_code[len(parsed) :][un_inv]]
+        [op_code[: len(parsed)][text_code], op_code[len(parsed) : len(parsed) + n_un][un_inv]]
     ).astype(np.int64)
+    inst_op[bwd_rows] = op_code[len(parsed) + n_un :][twin_inv]
 
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])

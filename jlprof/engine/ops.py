@@ -5,6 +5,9 @@ Parsing runs once per *unique* text (a categorical's categories), never per rang
 Formats understood, in order:
 
 * pyprof / apex dict strings: ``{'mod': 'torch', 'op': 'conv2d', 'args': [...]}`` -> type ``conv2d``
+* PyTorch ``emit_nvtx`` texts (``jlprof.engine.emit_nvtx``): ``aten::mul, seq = 45, op_id = 9``
+  -> name ``aten::mul``, type ``mul``, fprop; backward nodes -> bprop (linked to their forward
+  op by ``jlprof.engine.torch_ops``); ``sizes =`` -> input shapes
 * jlprof annotations (``jlprof.torch``, format in ``docs/pytorch.md``):
   ``/Net/conv1/convolution [aten::convolution|fprop|float32|[[8,3,16,16],[4,3,3,3],[4]]]``
   -> type ``convolution``, direction, data type, input shapes, optional ``bwd=``/``stack=``
@@ -22,6 +25,8 @@ import re
 
 import numpy as np
 import pandas as pd
+
+from jlprof.engine import emit_nvtx
 
 _REPEAT = re.compile(r"\(\d+\)$")
 _PYPROF_OP = re.compile(r"""['"]op['"]\s*:\s*['"]([^'"]+)['"]""")
@@ -71,14 +76,17 @@ def parse_annotation(text: str) -> dict[str, str] | None:
     return out
 
 
-def _parse_one(text: str) -> tuple[str, ...]:
-    """COLUMNS for one range text."""
+def _parse_one(text: str, e: emit_nvtx.EmitNvtx | None = None) -> tuple[str, ...]:
+    """COLUMNS for one range text (``e``: its emit_nvtx parse, if it is one)."""
     name, op_type, direction = text, "", ""
     if text.startswith("{"):
         m = _PYPROF_OP.search(text)
         op_type = m.group(1) if m else "pyprof"
         return text, op_type, "", "", "", "", "", ""
     extra = ("", "", "", "")
+    if e is not None:
+        name = e.node or e.name
+        return (name, e.op_type, "bprop" if e.node else "fprop", "", "", e.sizes, "", "")
     ann = parse_annotation(text)
     if ann is not None:
         name = ann["op_name"]
@@ -100,9 +108,17 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     ``abs_path`` is the hierarchy path for ``/``-scoped names ('' when the name is relative,
     in which case the NVTX nesting gives the hierarchy). ``data_type``, ``input_shapes``,
     ``stack_trace`` and ``bwd_op`` come from ``jlprof.torch`` texts ('' otherwise).
+    ``torch_op``, ``seq`` and ``bwd_node`` describe emit_nvtx texts (False, -1, False
+    otherwise).
     """
-    rows = [_parse_one(str(t)) for t in texts]
+    texts = [str(t) for t in texts]
+    marks = [emit_nvtx.parse(t) for t in texts]
+    rows = [_parse_one(t, m) for t, m in zip(texts, marks, strict=True)]
     df = pd.DataFrame(rows, columns=COLUMNS)
+    # emit_nvtx: the range is a PyTorch op call (nesting merges), seq, backward node
+    df["torch_op"] = np.array([m is not None for m in marks], dtype=bool)
+    df["seq"] = np.array([m.seq if m else -1 for m in marks], dtype=np.int64)
+    df["bwd_node"] = np.array([bool(m and m.node) for m in marks], dtype=bool)
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )

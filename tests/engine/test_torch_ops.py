@@ -1,0 +1,89 @@
+"""emit_nvtx traces end to end: ops per call site, nested aten calls, backward -> forward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import jlprof
+from tests.fixtures.torch_traces import (
+    CONV_BWD,
+    CONV_FWD,
+    CONV_SIZES,
+    DUR,
+    GEMM_BWD,
+    GEMM_FWD,
+    RELU_BWD,
+    RELU_FWD,
+    emit_nvtx_db,
+)
+
+OWNER = {  # kernel -> (op name, direction) it must be reported under
+    CONV_FWD: ("aten::conv2d", "fprop"),
+    CONV_BWD: ("aten::conv2d", "bprop"),
+    RELU_FWD: ("aten::relu", "fprop"),
+    RELU_BWD: ("aten::relu", "bprop"),
+    GEMM_FWD: ("aten::linear", "fprop"),
+    GEMM_BWD: ("aten::linear", "bprop"),
+}
+
+
+def load(tmp_path: Path, iters: int, **kw) -> jlprof.Profile:
+    name = f"e{iters}_{'_'.join(f'{k}{v}' for k, v in kw.items())}.sqlite"
+    return jlprof.load(emit_nvtx_db(iters, **kw).write(tmp_path / name), mode="pytorch")
+
+
+@pytest.mark.parametrize("stashed", [False, True])
+def test_ops_are_call_sites_not_calls(tmp_path: Path, stashed: bool) -> None:
+    few = load(tmp_path, 10, stashed=stashed).report("detail")
+    many = load(tmp_path, 59, stashed=stashed).report("detail")
+    names = lambda d: set(d.loc[~d["Op Name"].str.startswith("Batch "), "Op ID"])  # noqa: E731
+    assert names(few) == names(many)
+    for col in ("Op Name", "Op ID"):
+        for bad in ("seq =", "op_id =", "sizes ="):
+            assert not many[col].str.contains(bad, regex=False).any()
+    assert names(many) >= {f"{n}:{d}" for n, d in OWNER.values()}
+
+
+@pytest.mark.parametrize("stashed", [False, True])
+def test_backward_kernels_on_forward_ops_bprop_row(tmp_path: Path, stashed: bool) -> None:
+    iters = 7
+    p = load(tmp_path, iters, stashed=stashed)
+    k = p.report("kernel").set_index("Long Kernel Name")
+    for kern, (op, direction) in OWNER.items():
+        row = k.loc[kern]
+        assert (row["Op Name"], row["Direction"]) == (op, direction), kern
+        assert row["Total GPU Time (ns)"] == iters * DUR[kern]
+    d = p.report("detail").set_index("Op ID")
+    assert d.loc["aten::conv2d:bprop", "Total GPU Time (ns)"] == iters * DUR[CONV_BWD]
+    assert d.loc["aten::conv2d:fprop", "Total GPU Time (ns)"] == iters * DUR[CONV_FWD]
+    assert d.loc["aten::conv2d:fprop", "Input Shapes"] == CONV_SIZES.replace(" ", "")
+    assert d.loc["aten::conv2d:bprop", "Op Type"] == "conv2d"
+    # the nested calls did no GPU work of their own: it is their caller's
+    assert d.loc["aten::cudnn_convolution:fprop", "Total GPU Time (ns)"] == 0
+
+
+def test_nested_calls_are_children_in_the_group_tree(tmp_path: Path) -> None:
+    p = load(tmp_path, 3)
+    names = set(p.report("group_node")["Name"])
+    assert "/Batch 0/aten::conv2d/aten::convolution" in names
+    assert "/aten::conv2d/ConvolutionBackward0" in names  # the backward node under its op
+
+
+@pytest.mark.parametrize(
+    "trace", ["nsysai-fastvideo-wan-train-fsdp-2gpu", "nsysai-fastvideo-wan-infer-sp2-2gpu"]
+)
+def test_real_emit_nvtx_traces(trace: str) -> None:
+    from tests.fixtures.scenarios import REAL_DATA_MISSING, real_data_dir
+
+    base = real_data_dir()
+    if base is None or not (base / trace).is_dir():
+        pytest.skip(REAL_DATA_MISSING)
+    p = jlprof.load(next((base / trace).glob("*.sqlite")))
+    names = p.report("detail")["Op Name"].astype(str)
+    for bad in ("seq =", "op_id =", "sizes ="):
+        assert not names.str.contains(bad, regex=False).any()
+    assert len(names) < 200  # call sites (was one op per call: 18,511 on the FSDP window)
+    for sug in p.suggest_key_nodes()["op_name"].astype(str):
+        assert "op_id =" not in sug and "seq =" not in sug
