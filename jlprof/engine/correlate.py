@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals, schema
-from jlprof.engine.ops import parse_texts, unassociated_name
+from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
-from jlprof.engine.torch_ops import backward_links, tops
+from jlprof.engine.torch_ops import range_labels, tops
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
 
 NONE = -1
@@ -53,6 +53,7 @@ class Correlated:
     range_lane: np.ndarray | None = None  # nesting lane (thread x domain) per range, -1 none
     lane_tid: np.ndarray | None = None
     lane_dom: np.ndarray | None = None
+    markers: frozenset[str] = frozenset()  # PyTorch marker formats seen: emit_nvtx, pyprof, jlprof
 
 
 class _Keys:
@@ -239,7 +240,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
     parsed = parse_texts(list(text_cats))
     text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    r_top = tops(parsed["torch_op"].to_numpy(bool)[text_code], r_parent)
+    is_call = parsed["torch_op"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
+    r_top = tops(is_call[text_code], r_parent)
 
     # ---- API call -> innermost range on its thread (latest-starting across domains)
     a_start = api["start_ns"].to_numpy(np.int64)
@@ -311,7 +313,23 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     u_start = np.where(ug_has, a_start[np.maximum(ug_api, 0)], g_start[un_gpu])
     u_end = np.where(ug_has, a_end[np.maximum(ug_api, 0)], g_end[un_gpu])
 
-    # ---- op identity: parsed texts, then synthetic names, then emit_nvtx bprop twins
+    # ---- op identity: each range's label (parsed texts), then synthetic names
+    labels, r_label = range_labels(parsed, text_code, r_parent, r_top, r_start)
+    by_type = parsed.iloc[labels["type_text"].to_numpy()].reset_index(drop=True)
+    named = np.where(
+        labels["name_text"] != labels["type_text"],
+        parsed["func_stack"].to_numpy(object)[labels["name_text"].to_numpy()],
+        by_type["op_name"].to_numpy(object),
+    )
+    direction = np.where(labels["bprop"], "bprop", by_type["direction"].to_numpy(object))
+    lab_ops = pd.DataFrame(
+        {
+            "op_name": named,
+            "op_type": by_type["op_type"].to_numpy(object),
+            "direction": direction,
+            "op_id": np.where(direction != "", named + ":" + direction, named),
+        }
+    )
     # names of the unassociated rows only (not 1M-row object arrays)
     un_names = np.concatenate(
         [
@@ -319,7 +337,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             np.asarray(gpu["name"].array.take(un_gpu), dtype=object),
         ]
     ).astype(str)
-    op_frames = [parsed[["op_name", "op_type", "direction", "op_id"]]]
+    op_frames = [lab_ops]
     un_uniq, un_inv = np.unique(un_names, return_inverse=True)
     op_frames.append(
         pd.DataFrame(
@@ -331,11 +349,6 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             }
         )
     )
-    bwd_rows, bwd_text = backward_links(parsed, text_code, r_top, r_start)
-    twin_text, twin_inv = np.unique(bwd_text, return_inverse=True)
-    twins = parsed.iloc[twin_text][["op_name", "op_type"]].assign(direction="bprop")
-    twins["op_id"] = twins["op_name"] + ":bprop"
-    op_frames.append(twins)
     all_ops = pd.concat(op_frames, ignore_index=True)
     op_code, ops_uniq = pd.factorize(
         pd.MultiIndex.from_frame(all_ops[["op_name", "op_type", "direction", "op_id"]])
@@ -344,17 +357,14 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     if not len(ops):
         ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
     ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
-    _annotation_columns(ops, parsed, op_code[: len(parsed)])
-    n_un = len(un_uniq)
-    inst_op = np.concatenate(
-        [op_code[: len(parsed)][text_code], op_code[len(parsed) : len(parsed) + n_un][un_inv]]
-    ).astype(np.int64)
-    inst_op[bwd_rows] = op_code[len(parsed) + n_un :][twin_inv]
+    n_lab = len(labels)
+    _annotation_columns(ops, by_type, op_code[:n_lab])
+    inst_op = np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]).astype(np.int64)
 
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
     op_abs = np.full(len(ops), "", dtype=object)
-    op_abs[op_code[: len(parsed)]] = parsed["abs_path"].to_numpy(object)
+    op_abs[op_code[:n_lab]] = [abs_path(str(name)) for name in named]
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
     cpu_ns = np.concatenate(
@@ -410,6 +420,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         range_lane=lane,
         lane_tid=np.asarray(lane_tid, np.int64),
         lane_dom=np.asarray(lane_dom, np.int64),
+        markers=_markers(parsed),
     )
 
 
@@ -434,6 +445,18 @@ def _annotation_columns(ops: pd.DataFrame, parsed: pd.DataFrame, text_op: np.nda
         vals = ops[col].to_numpy(object)
         vals[first["op"].to_numpy()] = first[col].to_numpy(object)
         ops[col] = vals
+
+
+def _markers(parsed: pd.DataFrame) -> frozenset[str]:
+    """The PyTorch marker formats among the range texts (the analysis mode follows them)."""
+    found = set()
+    if parsed["torch_op"].any():
+        found.add("emit_nvtx")
+    if (parsed["pyprof"] != "").any():
+        found.add("pyprof")
+    if ((parsed["direction"] != "") & ~parsed["torch_op"] & (parsed["pyprof"] == "")).any():
+        found.add("jlprof")
+    return frozenset(found)
 
 
 def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -4,7 +4,10 @@ Parsing runs once per *unique* text (a categorical's categories), never per rang
 
 Formats understood, in order:
 
-* pyprof / apex dict strings: ``{'mod': 'torch', 'op': 'conv2d', 'args': [...]}`` -> type ``conv2d``
+* pyprof / DLProf-plugin dict strings (``jlprof.engine.pyprof``):
+  ``{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [...]}`` -> name
+  ``torch.nn.functional.conv2d`` (the enclosing call's ``funcStack`` module path when there is
+  one, ``jlprof.engine.torch_ops``), type ``conv2d``, shapes and dtype of the tensor arguments
 * PyTorch ``emit_nvtx`` texts (``jlprof.engine.emit_nvtx``): ``aten::mul, seq = 45, op_id = 9``
   -> name ``aten::mul``, type ``mul``, fprop; backward nodes -> bprop (linked to their forward
   op by ``jlprof.engine.torch_ops``); ``sizes =`` -> input shapes
@@ -26,10 +29,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from jlprof.engine import emit_nvtx
+from jlprof.engine import emit_nvtx, pyprof
 
 _REPEAT = re.compile(r"\(\d+\)$")
-_PYPROF_OP = re.compile(r"""['"]op['"]\s*:\s*['"]([^'"]+)['"]""")
 _DIRECTIONS = ("fprop", "bprop")
 COLUMNS = [
     "op_name",
@@ -76,13 +78,17 @@ def parse_annotation(text: str) -> dict[str, str] | None:
     return out
 
 
-def _parse_one(text: str, e: emit_nvtx.EmitNvtx | None = None) -> tuple[str, ...]:
-    """COLUMNS for one range text (``e``: its emit_nvtx parse, if it is one)."""
+def _parse_one(
+    text: str, e: emit_nvtx.EmitNvtx | None = None, pp: pyprof.PyProf | None = None
+) -> tuple[str, ...]:
+    """COLUMNS for one range text (``e``, ``pp``: its emit_nvtx or pyprof parse, if any)."""
     name, op_type, direction = text, "", ""
-    if text.startswith("{"):
-        m = _PYPROF_OP.search(text)
-        op_type = m.group(1) if m else "pyprof"
-        return text, op_type, "", "", "", "", "", ""
+    if pp is not None:
+        direction = "fprop" if pp.kind == "op" else ""
+        return (pp.name, pp.op_type, direction, abs_path(pp.name), pp.data_type,
+                pp.input_shapes, pp.stack_trace, "")  # fmt: skip
+    if text.startswith("{"):  # a dict marker of another kind: its text is the name
+        return text, "pyprof", "", "", "", "", "", ""
     extra = ("", "", "", "")
     if e is not None:
         name = e.node or e.name
@@ -93,13 +99,18 @@ def _parse_one(text: str, e: emit_nvtx.EmitNvtx | None = None) -> tuple[str, ...
         op_type = ann["op_type"].removeprefix("aten::")
         direction = ann["direction"]
         extra = (ann["data_type"], ann["input_shapes"], ann["stack_trace"], ann["bwd_op"])
-    path = ""
-    if name.startswith("/") and len(name) > 1:
-        path = "/" + "/".join(p for p in name.split("/") if p)
+    path = abs_path(name)
     if not op_type:
         last = name.rstrip("/").rsplit("/", 1)[-1] or name
         op_type = _REPEAT.sub("", last)
     return (name, op_type, direction, path, *extra)
+
+
+def abs_path(name: str) -> str:
+    """The hierarchy path of a ``/``-scoped name ('' for a relative one)."""
+    if name.startswith("/") and len(name) > 1:
+        return "/" + "/".join(p for p in name.split("/") if p)
+    return ""
 
 
 def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
@@ -109,12 +120,17 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     in which case the NVTX nesting gives the hierarchy). ``data_type``, ``input_shapes``,
     ``stack_trace`` and ``bwd_op`` come from ``jlprof.torch`` texts ('' otherwise).
     ``torch_op``, ``seq`` and ``bwd_node`` describe emit_nvtx texts (False, -1, False
-    otherwise).
+    otherwise); ``pyprof`` is the kind of a pyprof marker (``op``, ``module``, ``trace``,
+    ``config``; '' otherwise) and ``func_stack`` its module path.
     """
     texts = [str(t) for t in texts]
     marks = [emit_nvtx.parse(t) for t in texts]
-    rows = [_parse_one(t, m) for t, m in zip(texts, marks, strict=True)]
+    pps = [pyprof.parse(t) if t.startswith("{") else None for t in texts]
+    rows = [_parse_one(t, m, q) for t, m, q in zip(texts, marks, pps, strict=True)]
     df = pd.DataFrame(rows, columns=COLUMNS)
+    # pyprof: which marker (the op call holds the work; the call site above names it)
+    df["pyprof"] = pd.Series([q.kind if q else "" for q in pps], dtype=object)
+    df["func_stack"] = pd.Series([q.func_stack if q else "" for q in pps], dtype=object)
     # emit_nvtx: the range is a PyTorch op call (nesting merges), seq, backward node
     df["torch_op"] = np.array([m is not None for m in marks], dtype=bool)
     df["seq"] = np.array([m.seq if m else -1 for m in marks], dtype=np.int64)

@@ -205,11 +205,13 @@ class Profile:
 
     def framework(self) -> str:
         """Framework seen in the annotations (System Config's Framework row)."""
-        texts = self.correlated.ops["op_name"].astype(str)
-        if (texts.str.startswith("{'")).any():
+        found = self.correlated.markers
+        if "pyprof" in found:
             return "PyTorch (pyprof annotations)"
-        if (self.correlated.ops["direction"] != "").any():
+        if "jlprof" in found:
             return "PyTorch (jlprof.torch annotations)"
+        if "emit_nvtx" in found:
+            return "PyTorch (emit_nvtx)"
         if self.mode == "pytorch":
             return "PyTorch"
         return ""

@@ -6,6 +6,10 @@ called, so the work (API calls, hence kernels) of a chain of nested emit_nvtx ra
 its outermost one (the *top*); the inner calls stay instances under it (children in the
 group-node tree).
 
+A pyprof / DLProf-plugin op call (``jlprof.engine.pyprof``) is such a range too, so the
+emit_nvtx calls inside it are its children; it is named by the ``funcStack`` of its call
+site when there is one.
+
 A backward top (``autograd::engine::evaluate_function: ConvolutionBackward0``) is linked to
 its forward op through the autograd sequence number (``jlprof.engine.emit_nvtx``): the
 forward top with that ``seq`` (the last one: ops that create no backward node leave the
@@ -36,41 +40,73 @@ def tops(is_torch: np.ndarray, parent: np.ndarray) -> np.ndarray:
     return top
 
 
-def backward_links(
+def range_labels(
     parsed: pd.DataFrame,
     text_code: np.ndarray,
+    parent: np.ndarray,
     top: np.ndarray,
     start: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Ranges whose op becomes a ``bprop`` op, and the text (row of ``parsed``) giving its
-    name: (rows, text). A linked backward top takes its forward top's text; a forward-typed
-    range inside a backward top keeps its own text, now as bprop."""
-    if not len(text_code):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    seq_t = parsed["seq"].to_numpy(np.int64)
-    node_t = parsed["bwd_node"].to_numpy(bool)
-    seq = seq_t[text_code]
-    node = node_t[text_code]
-    is_top = (top >= 0) & (top == np.arange(len(top)))
-    # a wrapper without its own seq takes the seq of the backward node range inside it
-    top_seq = np.where(is_top, seq, NONE)
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Each range's op, as a label of parsed texts: (labels, label per range).
+
+    ``labels`` has one row per distinct label: ``name_text`` (the text naming the op),
+    ``type_text`` (the text giving type, shapes and direction) and ``bprop``. Usually both
+    texts are the range's own; a pyprof op call under a call site with a ``funcStack`` is
+    named by that module path; a linked backward top is its forward op (the forward top's
+    label) as bprop, and a forward-typed call inside a backward top runs for bprop too.
+    """
+    n = len(text_code)
+    name_src = text_code.copy()
+    type_src = text_code.copy()
+    bprop = np.zeros(n, dtype=bool)
+    if n:
+        kind = parsed["pyprof"].to_numpy(object)
+        stack = parsed["func_stack"].to_numpy(object)
+        rows = np.flatnonzero(kind[text_code] == "op")
+        p = parent[rows]
+        mod = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "module")
+        p = np.where(mod, parent[np.maximum(p, 0)], p)
+        site = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "trace")
+        site &= stack[text_code[np.maximum(p, 0)]] != ""
+        name_src[rows[site]] = text_code[p[site]]
+        linked, fwd, inner = _backward(parsed, text_code, top, start)
+        name_src[linked], type_src[linked] = name_src[fwd], type_src[fwd]
+        bprop[linked] = True
+        bprop[inner] = True
+    n_t = max(len(parsed), 1)
+    key = (name_src.astype(np.int64) * n_t + type_src) * 2 + bprop
+    code, uniq = pd.factorize(key)
+    uniq = np.asarray(uniq, dtype=np.int64)
+    labels = pd.DataFrame(
+        {"name_text": uniq // 2 // n_t, "type_text": uniq // 2 % n_t, "bprop": uniq % 2 == 1}
+    )
+    return labels, code.astype(np.int64)
+
+
+def _backward(
+    parsed: pd.DataFrame, text_code: np.ndarray, top: np.ndarray, start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(linked backward tops, their forward tops, forward-typed calls inside backward tops).
+
+    A wrapper without a seq of its own (``evaluate_function``) takes the seq of the backward
+    node range inside it. A forward seq is that of any emit_nvtx call under a forward top
+    (a pyprof op call holds the emit_nvtx calls that carry it); the last top by start wins.
+    """
+    seq = parsed["seq"].to_numpy(np.int64)[text_code]
+    node = parsed["bwd_node"].to_numpy(bool)[text_code]
+    idx = np.arange(len(top))
+    is_top = (top >= 0) & (top == idx)
+    top_seq = np.where(is_top & node, seq, NONE)
     inner_node = (top >= 0) & ~is_top & node & (seq >= 0)
     fill = inner_node & (top_seq[np.maximum(top, 0)] < 0)
     top_seq[top[fill]] = seq[fill]
     bwd_top = is_top & node
-    fwd_top = is_top & ~node & (seq >= 0)
-    rows_f = np.flatnonzero(fwd_top)
-    last = pd.Series(rows_f[np.argsort(start[rows_f], kind="stable")])
-    by_seq = pd.Series(last.to_numpy(), index=seq[last.to_numpy()])
+    fwd = np.flatnonzero((top >= 0) & ~node & (seq >= 0) & ~bwd_top[np.maximum(top, 0)])
+    fwd = fwd[np.argsort(start[fwd], kind="stable")]
+    by_seq = pd.Series(top[fwd], index=seq[fwd])
     by_seq = by_seq[~by_seq.index.duplicated(keep="last")]
     rows_b = np.flatnonzero(bwd_top & (top_seq >= 0))
     f = by_seq.reindex(top_seq[rows_b]).to_numpy()
     ok = ~np.isnan(f)
-    linked = rows_b[ok]
-    linked_text = text_code[f[ok].astype(np.int64)]
-    # forward-typed calls inside a backward top (aten::mm under MmBackward0) run for bprop
-    in_bwd = (top >= 0) & ~is_top & ~node & bwd_top[np.maximum(top, 0)]
-    inner = np.flatnonzero(in_bwd)
-    rows = np.concatenate([linked, inner]).astype(np.int64)
-    texts = np.concatenate([linked_text, text_code[inner]]).astype(np.int64)
-    return rows, texts
+    inner = np.flatnonzero((top >= 0) & ~is_top & ~node & bwd_top[np.maximum(top, 0)])
+    return rows_b[ok], f[ok].astype(np.int64), inner
