@@ -7,7 +7,8 @@ frame      correlation columns
 =========  ===========================================================================
 ``inst``   one row per op instance: NVTX ranges, then synthetic ``unassociated_*`` ones;
            ``op`` (row of ``ops``), ``parent`` (row of ``inst``), ``path`` (row of ``paths``),
-           ``cpu_ns`` (range duration, or the share of an API call for synthetic ones)
+           ``cpu_ns`` (range duration, or the share of an API call for synthetic ones),
+           ``instance_no`` (``Batch 17`` -> 17, else -1)
 ``api``    ``inst``: innermost enclosing push/pop range on the same thread, else the
            synthetic instance it created
 ``gpu``    ``api``: launching call (same correlationId **and** process); ``inst``: op instance
@@ -387,6 +388,9 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             "synthetic": np.arange(n_inst) >= n_r,
             "event_type": np.concatenate(
                 [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
+            ),
+            "instance_no": np.concatenate(  # "Batch 17" is op "Batch #", instance 17
+                [parsed["instance_no"].to_numpy(np.int64)[text_code], np.full(n_inst - n_r, -1)]
             ),
         },
         copy=False,

@@ -16,6 +16,9 @@ Formats understood, in order:
   -> type ``convolution``, direction, data type, input shapes, optional ``bwd=``/``stack=``
 * ``/``-scoped names (TensorFlow, DLProf PyTorch): ``/a/b(2)/conv1d`` -> levels ``a, b(2), conv1d``,
   type ``conv1d`` (the ``(N)`` repeat suffix of guide §11.1 is dropped from the type)
+* instance-numbered user ranges: ``Batch 17``, ``Epoch #2`` -> name ``Batch #`` (one op, one
+  group node, one key-node candidate), type ``Batch``; the number is kept per instance
+  (``instance_no``)
 * anything else: the text is the name and the type.
 
 Op ID is the op name in simple mode; with a direction (PyTorch) it is ``name:direction``
@@ -32,6 +35,8 @@ import pandas as pd
 from jlprof.engine import emit_nvtx, pyprof
 
 _REPEAT = re.compile(r"\(\d+\)$")
+_NUMBERED = re.compile(r"^(?P<base>[A-Za-z][\w.-]*(?: [A-Za-z][\w.-]*)*) #?(?P<no>\d+)$")
+NUMBER_MARK = " #"  # "Batch 17" -> "Batch #"
 _DIRECTIONS = ("fprop", "bprop")
 COLUMNS = [
     "op_name",
@@ -100,6 +105,9 @@ def _parse_one(
         direction = ann["direction"]
         extra = (ann["data_type"], ann["input_shapes"], ann["stack_trace"], ann["bwd_op"])
     path = abs_path(name)
+    numbered = _NUMBERED.match(name) if not (path or ann) else None
+    if numbered:
+        return (numbered.group("base") + NUMBER_MARK, numbered.group("base"), "", "", *extra)
     if not op_type:
         last = name.rstrip("/").rsplit("/", 1)[-1] or name
         op_type = _REPEAT.sub("", last)
@@ -121,7 +129,8 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     ``stack_trace`` and ``bwd_op`` come from ``jlprof.torch`` texts ('' otherwise).
     ``torch_op``, ``seq`` and ``bwd_node`` describe emit_nvtx texts (False, -1, False
     otherwise); ``pyprof`` is the kind of a pyprof marker (``op``, ``module``, ``trace``,
-    ``config``; '' otherwise) and ``func_stack`` its module path.
+    ``config``; '' otherwise) and ``func_stack`` its module path. ``instance_no`` is the
+    number of an instance-numbered range (``Batch 17`` -> 17; -1 otherwise).
     """
     texts = [str(t) for t in texts]
     marks = [emit_nvtx.parse(t) for t in texts]
@@ -135,10 +144,22 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     df["torch_op"] = np.array([m is not None for m in marks], dtype=bool)
     df["seq"] = np.array([m.seq if m else -1 for m in marks], dtype=np.int64)
     df["bwd_node"] = np.array([bool(m and m.node) for m in marks], dtype=bool)
+    df["instance_no"] = np.array(
+        [
+            _instance_no(t) if r[0].endswith(NUMBER_MARK) else -1
+            for t, r in zip(texts, rows, strict=True)
+        ],
+        dtype=np.int64,
+    )
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )
     return df
+
+
+def _instance_no(text: str) -> int:
+    m = _NUMBERED.match(text)
+    return int(m.group("no")) if m else -1
 
 
 def unassociated_name(name: str) -> str:

@@ -38,8 +38,8 @@ def load(tmp_path: Path, iters: int, **kw) -> jlprof.Profile:
 def test_ops_are_call_sites_not_calls(tmp_path: Path, stashed: bool) -> None:
     few = load(tmp_path, 10, stashed=stashed).report("detail")
     many = load(tmp_path, 59, stashed=stashed).report("detail")
-    names = lambda d: set(d.loc[~d["Op Name"].str.startswith("Batch "), "Op ID"])  # noqa: E731
-    assert names(few) == names(many)
+    assert set(few["Op ID"]) == set(many["Op ID"])
+    names = lambda d: set(d["Op ID"])  # noqa: E731
     for col in ("Op Name", "Op ID"):
         for bad in ("seq =", "op_id =", "sizes ="):
             assert not many[col].str.contains(bad, regex=False).any()
@@ -67,7 +67,7 @@ def test_backward_kernels_on_forward_ops_bprop_row(tmp_path: Path, stashed: bool
 def test_nested_calls_are_children_in_the_group_tree(tmp_path: Path) -> None:
     p = load(tmp_path, 3)
     names = set(p.report("group_node")["Name"])
-    assert "/Batch 0/aten::conv2d/aten::convolution" in names
+    assert "/Batch #/aten::conv2d/aten::convolution" in names
     assert "/aten::conv2d/ConvolutionBackward0" in names  # the backward node under its op
 
 
@@ -87,3 +87,22 @@ def test_real_emit_nvtx_traces(trace: str) -> None:
     assert len(names) < 200  # call sites (was one op per call: 18,511 on the FSDP window)
     for sug in p.suggest_key_nodes()["op_name"].astype(str):
         assert "op_id =" not in sug and "seq =" not in sug
+
+
+def test_numbered_ranges_are_one_node_with_instances(tmp_path: Path) -> None:
+    iters = 12
+    p = load(tmp_path, iters)
+    d = p.report("detail").set_index("Op ID")
+    assert d.loc["Batch #", "No. Calls"] == iters
+    assert not d.index.str.match(r"^Batch \d").any()
+    assert "Batch #" in set(p.suggest_key_nodes()["op_name"])
+    g = p.report("group_node").set_index("Name")
+    assert g.loc["/Batch #", "Total GPU Time (ns)"] == iters * (
+        DUR[CONV_FWD] + DUR[RELU_FWD] + DUR[GEMM_FWD]
+    )
+    c = p.correlated
+    batch = c.ops.index[c.ops["op_name"] == "Batch #"][0]
+    nos = c.inst.loc[c.inst["op"] == batch, "instance_no"].tolist()
+    assert nos == list(range(iters))  # the number is kept per instance
+    p.set_key_node("Batch #")
+    assert p.iterations.instances == iters
