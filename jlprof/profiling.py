@@ -23,7 +23,7 @@ def profile_command(
     duration: float | None = None,
     force: bool = False,
     say: Callable[..., None] | None = None,
-    mode: str = "simple",
+    mode: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Path:
     """Run ``command`` under ``nsys profile``; return the SQLite export of its report.

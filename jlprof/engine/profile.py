@@ -56,20 +56,22 @@ class Profile:
         iter_start: int | None = None,
         iter_stop: int | None = None,
         domains: list[str] | None = None,
-        mode: str = "simple",
+        mode: str | None = None,
         profile_name: str = "jlprof",
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        if mode not in MODES:
+        if mode is not None and mode not in MODES:
             raise AnalysisError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}.")
         say = progress or (lambda _m: None)
         self.trace = trace
-        self.mode = mode
+        self.mode = mode or "simple"
         self.profile_name = profile_name
         self.domains = domains
         say("correlating GPU work, API calls and NVTX ranges")
         with heavy_stage():  # correlation and the first cube reuse each other's memory
             self.correlated: Correlated = correlate(trace, domains)
+            if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
+                self.mode = "pytorch"
             self.metrics: InstanceMetrics = instance_metrics(self.correlated)
             self._cubes: dict[str | None, Cube] = {}
             # per (what, key node, range): small frames; str keys: per-profile orderings
@@ -307,12 +309,16 @@ def load(
     iter_start: int | None = None,
     iter_stop: int | None = None,
     domains: list[str] | None = None,
-    mode: str = "simple",
+    mode: str | None = None,
     profile_name: str = "jlprof",
     progress: Callable[[str], None] | None = None,
     use_connectorx: bool | None = None,
 ) -> Profile:
-    """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database."""
+    """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database.
+
+    ``mode`` None: ``pytorch`` when the trace holds PyTorch markers (emit_nvtx, DLProf/PyProf
+    plugin, ``jlprof.torch``), else ``simple``; a mode given always wins.
+    """
     from jlprof.engine.store import read_any
 
     path = Path(path)

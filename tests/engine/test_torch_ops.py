@@ -106,3 +106,30 @@ def test_numbered_ranges_are_one_node_with_instances(tmp_path: Path) -> None:
     assert nos == list(range(iters))  # the number is kept per instance
     p.set_key_node("Batch #")
     assert p.iterations.instances == iters
+
+
+def test_mode_from_the_trace(tmp_path: Path) -> None:
+    path = emit_nvtx_db(2).write(tmp_path / "mode.sqlite")
+    auto = jlprof.load(path)
+    assert auto.mode == "pytorch" and "Direction" in auto.report("detail").columns
+    assert auto.framework() == "PyTorch (emit_nvtx)"
+    forced = jlprof.load(path, mode="simple")  # -m still overrides
+    assert forced.mode == "simple" and "Direction" not in forced.report("detail").columns
+
+
+def test_mode_simple_without_pytorch_markers(tmp_path: Path) -> None:
+    from tests.fixtures.scenarios import rich_db
+
+    assert jlprof.load(rich_db().write(tmp_path / "rich.sqlite")).mode == "simple"
+
+
+def test_cli_mode_from_the_trace(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from jlprof.cli import main
+
+    path = emit_nvtx_db(2).write(tmp_path / "cli.sqlite")
+    out = tmp_path / "out"
+    main(["--database", str(path), "--output_path", str(out), "--reports", "detail", "-f", "true"])
+    detail = pd.read_csv(next(out.glob("*_detail.csv")))
+    assert "Direction" in detail.columns
