@@ -241,7 +241,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
     parsed = parse_texts(list(text_cats))
     text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    is_call = parsed["torch_op"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
+    is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
     r_top = tops(is_call[text_code], r_parent)
 
     # ---- API call -> innermost range on its thread (latest-starting across domains)
@@ -315,7 +315,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     u_end = np.where(ug_has, a_end[np.maximum(ug_api, 0)], g_end[un_gpu])
 
     # ---- op identity: each range's label (parsed texts), then synthetic names
-    labels, r_label = range_labels(parsed, text_code, r_parent, r_top, r_start)
+    r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64)
+    labels, r_label = range_labels(parsed, text_code, r_parent, r_top, r_start, r_pid)
     by_type = parsed.iloc[labels["type_text"].to_numpy()].reset_index(drop=True)
     named = np.where(
         labels["name_text"] != labels["type_text"],

@@ -47,6 +47,14 @@ class EmitNvtx:
     node: str = ""
 
     @property
+    def is_call(self) -> bool:
+        """An op call (nested calls merge into the outermost): a dispatcher op
+        (``aten::mul``, ``FSDP::pre_forward``), an autograd Function (it has a ``seq``) or a
+        backward node. A ``record_function`` range (``ProfilerStep#3``, ``my_block``) has none
+        of these: it is a user range, a group around the calls."""
+        return self.seq >= 0 or "::" in self.name or bool(self.node)
+
+    @property
     def op_type(self) -> str:
         """``conv2d`` for ``aten::conv2d``; ``convolution`` for ``ConvolutionBackward0``."""
         if self.node:

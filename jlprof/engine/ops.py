@@ -127,10 +127,11 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     ``abs_path`` is the hierarchy path for ``/``-scoped names ('' when the name is relative,
     in which case the NVTX nesting gives the hierarchy). ``data_type``, ``input_shapes``,
     ``stack_trace`` and ``bwd_op`` come from ``jlprof.torch`` texts ('' otherwise).
-    ``torch_op``, ``seq`` and ``bwd_node`` describe emit_nvtx texts (False, -1, False
-    otherwise); ``pyprof`` is the kind of a pyprof marker (``op``, ``module``, ``trace``,
-    ``config``; '' otherwise) and ``func_stack`` its module path. ``instance_no`` is the
-    number of an instance-numbered range (``Batch 17`` -> 17; -1 otherwise).
+    ``torch_op``, ``torch_call``, ``seq`` and ``bwd_node`` describe emit_nvtx texts (False,
+    False, -1, False otherwise); ``pyprof`` is the kind of a pyprof marker (``op``,
+    ``module``, ``trace``, ``config``; '' otherwise) and ``func_stack`` its module path.
+    ``instance_no`` is the number of an instance-numbered range (``Batch 17`` -> 17; -1
+    otherwise).
     """
     texts = [str(t) for t in texts]
     marks = [emit_nvtx.parse(t) for t in texts]
@@ -142,6 +143,7 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     df["func_stack"] = pd.Series([q.func_stack if q else "" for q in pps], dtype=object)
     # emit_nvtx: the range is a PyTorch op call (nesting merges), seq, backward node
     df["torch_op"] = np.array([m is not None for m in marks], dtype=bool)
+    df["torch_call"] = np.array([m is not None and m.is_call for m in marks], dtype=bool)
     df["seq"] = np.array([m.seq if m else -1 for m in marks], dtype=np.int64)
     df["bwd_node"] = np.array([bool(m and m.node) for m in marks], dtype=bool)
     df["instance_no"] = np.array(

@@ -27,8 +27,8 @@ NONE = -1
 
 
 def tops(is_torch: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Per range: its outermost enclosing emit_nvtx range in an unbroken chain of them
-    (itself when its parent is not one); -1 for ranges that are not emit_nvtx ranges."""
+    """Per range: its outermost enclosing op-call range in an unbroken chain of them (itself
+    when its parent is not one); -1 for ranges that are not op calls (``is_torch``)."""
     n = len(parent)
     top = np.where(is_torch, np.arange(n), NONE)
     cur = np.flatnonzero(is_torch)
@@ -46,6 +46,7 @@ def range_labels(
     parent: np.ndarray,
     top: np.ndarray,
     start: np.ndarray,
+    process: np.ndarray,
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """Each range's op, as a label of parsed texts: (labels, label per range).
 
@@ -69,7 +70,7 @@ def range_labels(
         site = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "trace")
         site &= stack[text_code[np.maximum(p, 0)]] != ""
         name_src[rows[site]] = text_code[p[site]]
-        linked, fwd, inner = _backward(parsed, text_code, top, start)
+        linked, fwd, inner = _backward(parsed, text_code, top, start, process)
         name_src[linked], type_src[linked] = name_src[fwd], type_src[fwd]
         bprop[linked] = True
         bprop[inner] = True
@@ -84,15 +85,22 @@ def range_labels(
 
 
 def _backward(
-    parsed: pd.DataFrame, text_code: np.ndarray, top: np.ndarray, start: np.ndarray
+    parsed: pd.DataFrame,
+    text_code: np.ndarray,
+    top: np.ndarray,
+    start: np.ndarray,
+    process: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(linked backward tops, their forward tops, forward-typed calls inside backward tops).
 
     A wrapper without a seq of its own (``evaluate_function``) takes the seq of the backward
     node range inside it. A forward seq is that of any emit_nvtx call under a forward top
     (a pyprof op call holds the emit_nvtx calls that carry it); the last top by start wins.
+    Sequence numbers are per process (``process``: a code per range), never matched across.
     """
     seq = parsed["seq"].to_numpy(np.int64)[text_code]
+    span = int(seq.max()) + 2 if len(seq) else 1
+    pkey = process.astype(np.int64) * span  # (process, seq) as one key; -1 stays negative
     node = parsed["bwd_node"].to_numpy(bool)[text_code]
     idx = np.arange(len(top))
     is_top = (top >= 0) & (top == idx)
@@ -103,10 +111,10 @@ def _backward(
     bwd_top = is_top & node
     fwd = np.flatnonzero((top >= 0) & ~node & (seq >= 0) & ~bwd_top[np.maximum(top, 0)])
     fwd = fwd[np.argsort(start[fwd], kind="stable")]
-    by_seq = pd.Series(top[fwd], index=seq[fwd])
+    by_seq = pd.Series(top[fwd], index=pkey[fwd] + seq[fwd])
     by_seq = by_seq[~by_seq.index.duplicated(keep="last")]
     rows_b = np.flatnonzero(bwd_top & (top_seq >= 0))
-    f = by_seq.reindex(top_seq[rows_b]).to_numpy()
+    f = by_seq.reindex(pkey[rows_b] + top_seq[rows_b]).to_numpy()
     ok = ~np.isnan(f)
     inner = np.flatnonzero((top >= 0) & ~is_top & ~node & bwd_top[np.maximum(top, 0)])
     return rows_b[ok], f[ok].astype(np.int64), inner

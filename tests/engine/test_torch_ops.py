@@ -133,3 +133,46 @@ def test_cli_mode_from_the_trace(tmp_path: Path) -> None:
     main(["--database", str(path), "--output_path", str(out), "--reports", "detail", "-f", "true"])
     detail = pd.read_csv(next(out.glob("*_detail.csv")))
     assert "Direction" in detail.columns
+
+
+def test_sequence_numbers_are_per_process(tmp_path: Path) -> None:
+    """Two ranks both number their autograd nodes from 5: each backward links in its process."""
+    from tests.fixtures.nsysdb import NsysDb
+
+    db = NsysDb()
+    db.gpu(0, "NVIDIA A100-SXM4-40GB")
+    for pid, (op, node, fwd_k, bwd_k), t0 in (
+        (10, ("aten::conv2d", "ConvolutionBackward0", CONV_FWD, CONV_BWD), 1_000),
+        (20, ("aten::linear", "AddmmBackward0", GEMM_FWD, GEMM_BWD), 5_000),
+    ):
+        proc = db.process(pid)
+        main, bwd = proc.thread(), proc.thread(pid + 1)
+        main.push_pop(f"{op}, seq = 5, op_id = 1", t0, t0 + 500)
+        main.launch(fwd_k, t0 + 10, t0 + 20, t0 + 30, t0 + 30 + DUR[fwd_k])
+        at = t0 + 10_000
+        bwd.push_pop(f"autograd::engine::evaluate_function: {node}", at, at + 500)
+        bwd.push_pop(f"{node}, seq = 5, op_id = 2", at + 10, at + 490)
+        bwd.launch(bwd_k, at + 20, at + 30, at + 40, at + 40 + DUR[bwd_k])
+    p = jlprof.load(db.write(tmp_path / "ranks.sqlite"))
+    k = p.report("kernel").set_index("Long Kernel Name")
+    assert tuple(k.loc[CONV_BWD, ["Op Name", "Direction"]]) == ("aten::conv2d", "bprop")
+    assert tuple(k.loc[GEMM_BWD, ["Op Name", "Direction"]]) == ("aten::linear", "bprop")
+
+
+def test_record_function_ranges_do_not_absorb_the_ops(tmp_path: Path) -> None:
+    """``record_function`` ranges (no seq, no namespace) are user ranges around op calls."""
+    from tests.fixtures.nsysdb import NsysDb
+
+    db = NsysDb()
+    db.gpu(0, "NVIDIA A100-SXM4-40GB")
+    t = db.process(10).thread()
+    for i in range(3):
+        b = i * 10_000
+        t.push_pop(f"ProfilerStep#{i}, op_id = {100 * i}", b, b + 9_000)
+        t.push_pop(f"aten::relu, seq = {i}, op_id = {100 * i + 1}", b + 10, b + 500)
+        t.launch(RELU_FWD, b + 20, b + 30, b + 40, b + 40 + DUR[RELU_FWD])
+    p = jlprof.load(db.write(tmp_path / "rf.sqlite"))
+    d = p.report("detail").set_index("Op Name")
+    assert d.loc["aten::relu", "Total GPU Time (ns)"] == 3 * DUR[RELU_FWD]
+    steps = d[d.index.str.startswith("ProfilerStep#")]
+    assert len(steps) == 3 and (steps["Total GPU Time (ns)"] == 0).all()
