@@ -31,7 +31,7 @@ import pandas as pd
 from jlprof.engine import intervals, schema
 from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
-from jlprof.engine.torch_ops import range_labels, tops
+from jlprof.engine.torch_ops import label_names, range_labels, tops
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
 
 NONE = -1
@@ -318,11 +318,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64)
     labels, r_label = range_labels(parsed, text_code, r_parent, r_top, r_start, r_pid)
     by_type = parsed.iloc[labels["type_text"].to_numpy()].reset_index(drop=True)
-    named = np.where(
-        labels["name_text"] != labels["type_text"],
-        parsed["func_stack"].to_numpy(object)[labels["name_text"].to_numpy()],
-        by_type["op_name"].to_numpy(object),
-    )
+    named = label_names(parsed, labels)
     direction = np.where(labels["bprop"], "bprop", by_type["direction"].to_numpy(object))
     lab_ops = pd.DataFrame(
         {

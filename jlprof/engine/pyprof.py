@@ -60,9 +60,10 @@ def _tensors(args: Any) -> tuple[str, str]:
 
 
 def _site(frames: list[str]) -> str:
-    """The call site of a trace marker: its first frame outside site-packages, as file:line."""
+    """The call site of a trace marker: the innermost frame outside site-packages (the user's
+    line that called into torch; frames run outermost first), as file:line."""
     user = [f for f in frames if "site-packages" not in f and "dist-packages" not in f]
-    frame = (user or frames or [""])[-1 if not user else 0]
+    frame = (user or frames or [""])[-1]
     path, _, line = frame.rpartition(":")
     return f"{PurePosixPath(path).name}:{line}" if path else frame
 

@@ -52,8 +52,8 @@ def range_labels(
 
     ``labels`` has one row per distinct label: ``name_text`` (the text naming the op),
     ``type_text`` (the text giving type, shapes and direction) and ``bprop``. Usually both
-    texts are the range's own; a pyprof op call under a call site with a ``funcStack`` is
-    named by that module path; a linked backward top is its forward op (the forward top's
+    texts are the range's own; a pyprof op call under a call-site marker is named by that
+    marker (:func:`label_names`); a linked backward top is its forward op (the forward top's
     label) as bprop, and a forward-typed call inside a backward top runs for bprop too.
     """
     n = len(text_code)
@@ -62,13 +62,11 @@ def range_labels(
     bprop = np.zeros(n, dtype=bool)
     if n:
         kind = parsed["pyprof"].to_numpy(object)
-        stack = parsed["func_stack"].to_numpy(object)
         rows = np.flatnonzero(kind[text_code] == "op")
         p = parent[rows]
         mod = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "module")
         p = np.where(mod, parent[np.maximum(p, 0)], p)
         site = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "trace")
-        site &= stack[text_code[np.maximum(p, 0)]] != ""
         name_src[rows[site]] = text_code[p[site]]
         linked, fwd, inner = _backward(parsed, text_code, top, start, process)
         name_src[linked], type_src[linked] = name_src[fwd], type_src[fwd]
@@ -82,6 +80,20 @@ def range_labels(
         {"name_text": uniq // 2 // n_t, "type_text": uniq // 2 % n_t, "bprop": uniq % 2 == 1}
     )
     return labels, code.astype(np.int64)
+
+
+def label_names(parsed: pd.DataFrame, labels: pd.DataFrame) -> np.ndarray:
+    """Op name per label: the type text's name, or for a pyprof op call under a call-site
+    marker the marker's ``funcStack`` module path (DLProf's plugin), else the op and its call
+    site, ``torch.nn.functional.conv2d (model.py:23)`` (plain pyprof): ops are call sites."""
+    names = parsed["op_name"].to_numpy(object)
+    stack = parsed["func_stack"].to_numpy(object)
+    nt = labels["name_text"].to_numpy(np.int64)
+    tt = labels["type_text"].to_numpy(np.int64)
+    out = names[tt].copy()
+    for i in np.flatnonzero(nt != tt):  # distinct (call site, op) labels only
+        out[i] = stack[nt[i]] or f"{names[tt[i]]} ({names[nt[i]]})"
+    return out
 
 
 def _backward(
