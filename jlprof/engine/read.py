@@ -133,7 +133,7 @@ def _header_size(path: Path) -> int | None:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    conn = sqlite3.connect(schema.sqlite_uri(path), uri=True)
     conn.text_factory = lambda b: b.decode("utf-8", "replace")  # invalid UTF-8 seen in 2022.1
     return conn
 
@@ -167,7 +167,7 @@ class _Fetcher:
         fill = fill or {}
         if self.cx is not None:
             try:
-                tbl = self.cx.read_sql(f"sqlite://{self.path.resolve()}", sql, return_type="arrow")
+                tbl = self.cx.read_sql(schema.connectorx_uri(self.path), sql, return_type="arrow")
                 tbl = _fill_arrow(tbl, [fill.get(n) for n in names])
                 # split blocks: one array per column, no consolidation copy
                 df = tbl.to_pandas(
