@@ -26,7 +26,36 @@ def profile_command(
     mode: str = "simple",
     env: Mapping[str, str] | None = None,
 ) -> Path:
-    """Run ``command`` under ``nsys profile``; return the SQLite export of its report.
+    """Run ``command`` under ``nsys profile``; return the SQLite export of its report."""
+    return profile_run(
+        command,
+        output=output,
+        base_name=base_name,
+        nsys_opts=nsys_opts,
+        delay=delay,
+        duration=duration,
+        force=force,
+        say=say,
+        mode=mode,
+        env=env,
+    )[0]
+
+
+def profile_run(
+    command: Sequence[str],
+    *,
+    output: Path,
+    base_name: str = "nsys_profile",
+    nsys_opts: str = "",
+    delay: float | None = None,
+    duration: float | None = None,
+    force: bool = False,
+    say: Callable[..., None] | None = None,
+    mode: str = "simple",
+    env: Mapping[str, str] | None = None,
+) -> tuple[Path, int]:
+    """:func:`profile_command`, also returning the profiled program's exit status (the CLI
+    passes a failure on, as nsys does).
 
     In ``pytorch`` mode the program runs with ``jlprof.torch`` enabled once it imports torch
     (see ``jlprof.torch.autoenable``), as DLProf's mode needed ``nvidia_dlprof_pytorch_nvtx``.
@@ -58,4 +87,4 @@ def profile_command(
         log(f"the profiled program exited with status {result.returncode}; analysing what "
             "was captured", "minimal")  # fmt: skip
     report = result.reports[-1]
-    return nsys.ensure_sqlite(report, force=True, progress=lambda m: log(m))
+    return nsys.ensure_sqlite(report, force=True, progress=lambda m: log(m)), result.returncode

@@ -70,6 +70,9 @@ def test_setup_cell_is_not_captured_and_profiled_cell_is(prepared):
     db = folder / "nsys_profile.sqlite"
     assert db.exists() and (folder / "nsys_profile.nsys-rep").exists()
     assert (folder / "nsys_profile.qdstrm").exists()  # raw recording kept
+    sidecar_dir = shell.magics.session.sidecar.dir
+    assert not list(sidecar_dir.glob("capture*")), list(sidecar_dir.iterdir())  # moved, not copied
+    assert not list(folder.glob(".*"))  # no temporary files left in the run folder
     # independent counts from the export: 7 key-node ranges, the setup cell not recorded
     assert nvtx_count(db, "optimizer_step") == 7 == prof.iterations.instances
     assert nvtx_count(db, "setup_marker") == 0
@@ -140,6 +143,7 @@ def test_health_checks_name_the_problem(prepared):
     out = shell.cell("--key_node=no_such_op -o h1", "for i in range(2):\n    step(i)")
     assert "no key node instances" in out.stderr and "no_such_op" in out.stderr
     assert "Candidates" in out.stderr
+    assert "using the default key node 'optimizer_step' instead" in out.stderr  # never silently
     out = shell.cell("-o h2", "x = sum(range(10000))")
     assert "no NVTX ranges in the capture" in out.stderr
     before = set(run_folders(shell.cwd))
