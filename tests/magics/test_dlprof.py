@@ -234,6 +234,9 @@ def test_kernel_status_restart_shutdown(prepared):
     out = shell.line("kernel status")
     pid = shell.magics.session.sidecar.kernel_pid
     assert f"kernel pid {pid}" in out.stdout and "capture nvtx" in out.stdout
+    assert "network: nsys runs in a private network namespace" in out.stdout or (
+        "nsys's agent listens on" in out.stdout and "no option to bind it" in out.stdout
+    )
     out = shell.line("kernel restart")
     assert "restarted" in out.stdout, out.stderr
     assert shell.magics.session.sidecar.kernel_pid != pid

@@ -63,3 +63,16 @@ def test_no_cuda_api_table_is_a_warning(shell, export, tmp_path) -> None:
     assert "no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME)" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and shell.ns["nort"].report("kernel") is not None
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_kernel_status_network_line() -> None:
+    from jlprof.magics.dlprof import network_line
+
+    assert "private network namespace" in network_line({"private_network": True})
+    st = {"private_network": False, "listeners": [("0.0.0.0", 41937, 20652, "nsys"),
+                                                  ("127.0.0.1", 54931, 20652, "nsys")]}  # fmt: skip
+    line = network_line(st)
+    assert "listens on 0.0.0.0:41937 (pid 20652 nsys)" in line and "54931" not in line
+    assert "no option to bind it to loopback" in line
+    only_local = {"private_network": False, "listeners": [("127.0.0.1", 5, 1, "nsys")]}
+    assert "no TCP port of the sidecar listens beyond loopback" in network_line(only_local)
