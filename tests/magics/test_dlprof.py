@@ -118,6 +118,18 @@ def test_cell_that_raises_is_still_analysed_and_sidecar_lives(prepared):
     assert shell.magics.session.sidecar.alive()
 
 
+def test_sys_exit_and_big_output_leave_the_sidecar_running(prepared):
+    """``sys.exit`` in a cell is an exception there (as in any kernel); 20 MB of output arrive."""
+    shell = prepared
+    pid = shell.magics.session.sidecar.kernel_pid
+    out = shell.cell("-o exited", "for i in range(2):\n    step(i)\nimport sys\nsys.exit(3)")
+    assert "SystemExit" in out.stderr and "3" in out.stderr
+    assert shell.ns["exited"].iterations.instances == 2
+    out = shell.cell("--setup", "for _ in range(20):\n    print('x' * (1 << 20))")
+    assert out.stdout.count("x") == 20 << 20
+    assert shell.magics.session.sidecar.kernel_pid == pid and shell.magics.session.sidecar.alive()
+
+
 def test_interrupting_the_notebook_kernel_stops_capture_cleanly(prepared):
     shell = prepared
     pid = shell.magics.session.sidecar.kernel_pid
