@@ -9,36 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from jlprof.errors import JlprofError
 
 
-def profile_command(
-    command: Sequence[str],
-    *,
-    output: Path,
-    base_name: str = "nsys_profile",
-    nsys_opts: str = "",
-    delay: float | None = None,
-    duration: float | None = None,
-    force: bool = False,
-    say: Callable[..., None] | None = None,
-    mode: str = "simple",
-    env: Mapping[str, str] | None = None,
-) -> Path:
-    """Run ``command`` under ``nsys profile``; return the SQLite export of its report."""
-    return profile_run(
-        command,
-        output=output,
-        base_name=base_name,
-        nsys_opts=nsys_opts,
-        delay=delay,
-        duration=duration,
-        force=force,
-        say=say,
-        mode=mode,
-        env=env,
-    )[0]
+def profile_command(command: Sequence[str], **options: Any) -> Path:
+    """Run ``command`` under ``nsys profile``; return the SQLite export of its report
+    (``options`` as :func:`profile_run`)."""
+    return profile_run(command, **options)[0]
 
 
 def profile_run(
