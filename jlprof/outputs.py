@@ -93,6 +93,8 @@ def describe(exc: OSError, path: Path, flag: str = "--output_path") -> str:
     """One line naming what failed, why, and what to do."""
     code = exc.errno
     where = Path(exc.filename) if exc.filename else path
+    if where.name.endswith(PARTIAL):  # the temporary name means nothing to the user
+        where = path
     if code in (errno.ENOSPC, errno.EDQUOT):
         why = f"no space left on the device of {where.parent}"
         fix = f"free some space or choose another {flag}"

@@ -66,7 +66,7 @@ def test_a_failing_program_fails_jlprof_too(tmp_path):
         pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
     proc = subprocess.run(
         [sys.executable, "-m", "jlprof", f"--output_path={tmp_path}", "-v", "minimal",
-         sys.executable, "-c", "import sys; print('bye'); sys.exit(3)"],
+         sys.executable, "-c", "import sys, time; time.sleep(1); print('bye'); sys.exit(3)"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 3, proc.stderr[-2000:]
