@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -21,6 +23,8 @@ from pathlib import Path
 from jlprof import __version__
 from jlprof.engine.profile import MODES, REPORTS
 from jlprof.errors import JlprofError
+from jlprof.outputs import prepare_folder, written
+from jlprof.reports.writers import check_outputs, report_path
 
 VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
 
@@ -187,28 +191,28 @@ def _dump_model_data(prof, path: Path) -> Path:
         gpu_ns=prof.metrics.gpu_ns,
         api_ns=prof.metrics.api_ns,
     ).drop(columns=["op"])
-    df.to_json(path, orient="records")
+    with written(path) as tmp:
+        df.to_json(tmp, orient="records")
     return path
 
 
 def run(args: argparse.Namespace, say: _Say) -> int:
     from jlprof.engine.profile import load
 
-    # the guide's §10.1.1 calls the op type report "node_op"; ch. 15 calls it op_type
-    reports = list(REPORTS) if "all" in args.reports else args.reports
-    reports = list(dict.fromkeys("op_type" if r == "node_op" else r for r in reports))
-    bad = [r for r in reports if r not in REPORTS]
-    if bad:
-        raise JlprofError(f"unknown report {bad[0]!r}; choose from {', '.join(REPORTS)} or all.")
-    out = Path(args.output_path)
+    # every option and output folder is checked before the (long) load or profiling run
+    reports, formats = check_outputs(args.reports, args.formats, args.profile_name)
+    out = prepare_folder(args.output_path)
+    if args.save_db:
+        prepare_folder(Path(args.save_db).parent, "--save_db")
+    status = 0
     if args.database:
         if args.command:
             say(f"ignoring the command {' '.join(args.command)!r}: --database was given", "minimal")
         db = Path(args.database)
     elif args.command:
-        from jlprof.profiling import profile_command
+        from jlprof.profiling import profile_run
 
-        db = profile_command(
+        db, status = profile_run(
             args.command,
             output=out,
             base_name=args.nsys_base_name,
@@ -235,6 +239,8 @@ def run(args: argparse.Namespace, say: _Say) -> int:
         profile_name=args.profile_name,
         progress=lambda m: say(m, "detailed"),
     )
+    for w in prof.trace.warnings:
+        say(f"warning: {w}", "minimal")
     it = prof.iterations
     if prof.key_node:
         say(
@@ -248,16 +254,14 @@ def run(args: argparse.Namespace, say: _Say) -> int:
             f"Candidates for --key_node: {cands}",
             "minimal",
         )
-    written = prof.write_reports(out, reports, args.formats, force=args.force)
-    from jlprof.reports.writers import report_path
-
+    written_paths = prof.write_reports(out, reports, formats, force=args.force)
     kept = [
         report_path(out, prof.profile_name, r, f)
         for r in reports
-        for f in args.formats
-        if report_path(out, prof.profile_name, r, f) not in written
+        for f in formats
+        if report_path(out, prof.profile_name, r, f) not in written_paths
     ]
-    for w in written:
+    for w in written_paths:
         say(f"wrote {w}")
     if kept:
         say(
@@ -277,23 +281,46 @@ def run(args: argparse.Namespace, say: _Say) -> int:
                 {"Summary Report": s["Summary Report"], "Iterations": s["Iterations"]}, indent=2
             )
         )
-    return 0
+    if status:
+        say(f"exit status {status}: the profiled program's, passed on as nsys does", "minimal")
+    return status
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    """SIGTERM ends the run like Ctrl-C: cleanup runs, no partial file is left behind."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     say = _Say(args.verbosity)
+    main_thread = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return run(args, say)
     except JlprofError as exc:
-        if args.verbosity == "diagnostic":
-            traceback.print_exc()
-        print(f"jlprof: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, str(exc), 2)
+    except OSError as exc:  # a file-system error no stage turned into a JlprofError
+        where = exc.filename or "a file"
+        return _fail(args, f"{where}: {exc.strerror or exc}; check the path, its permissions "
+                     "and the free disk space.", 2)  # fmt: skip
     except KeyboardInterrupt:
         print("jlprof: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug: still one line, the traceback on request
+        return _fail(args, f"internal error {type(exc).__name__}: {exc}. Please report it with "
+                     "the output of -v diagnostic.", 1)  # fmt: skip
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
+
+
+def _fail(args: argparse.Namespace, message: str, status: int) -> int:
+    if args.verbosity == "diagnostic":
+        traceback.print_exc()
+    print(f"jlprof: error: {message}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,4 +20,13 @@ class AnalysisError(JlprofError):
     """The options do not fit the profile (unknown key node, iteration range out of bounds)."""
 
 
-__all__ = ["AnalysisError", "InputError", "JlprofError"]
+class OptionError(JlprofError):
+    """An option is malformed whatever the profile: wrong type, unknown report or format, empty
+    list, a profile name that is not a plain file name. Raised before any trace is read."""
+
+
+class OutputError(JlprofError):
+    """An output file or folder cannot be written (read-only, not a folder, disk full)."""
+
+
+__all__ = ["AnalysisError", "InputError", "JlprofError", "OptionError", "OutputError"]

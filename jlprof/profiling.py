@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from jlprof.errors import JlprofError
 
 
-def profile_command(
+def profile_command(command: Sequence[str], **options: Any) -> Path:
+    """Run ``command`` under ``nsys profile``; return the SQLite export of its report
+    (``options`` as :func:`profile_run`)."""
+    return profile_run(command, **options)[0]
+
+
+def profile_run(
     command: Sequence[str],
     *,
     output: Path,
@@ -25,8 +32,9 @@ def profile_command(
     say: Callable[..., None] | None = None,
     mode: str | None = None,
     env: Mapping[str, str] | None = None,
-) -> Path:
-    """Run ``command`` under ``nsys profile``; return the SQLite export of its report.
+) -> tuple[Path, int]:
+    """:func:`profile_command`, also returning the profiled program's exit status (the CLI
+    passes a failure on, as nsys does).
 
     In ``pytorch`` mode the program runs with ``jlprof.torch`` enabled once it imports torch
     (see ``jlprof.torch.autoenable``), as DLProf's mode needed ``nvidia_dlprof_pytorch_nvtx``.
@@ -58,4 +66,4 @@ def profile_command(
         log(f"the profiled program exited with status {result.returncode}; analysing what "
             "was captured", "minimal")  # fmt: skip
     report = result.reports[-1]
-    return nsys.ensure_sqlite(report, force=True, progress=lambda m: log(m))
+    return nsys.ensure_sqlite(report, force=True, progress=lambda m: log(m)), result.returncode

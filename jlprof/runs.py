@@ -15,6 +15,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from jlprof.outputs import written
+
 FORMAT = "jlprof-run/1"
 MANIFEST = "jlprof_run.json"
 RUNS_DIR = "jlprof_runs"
@@ -74,9 +76,8 @@ def manifest(
 def write_manifest(folder: str | os.PathLike[str], data: dict[str, Any]) -> Path:
     """Write ``jlprof_run.json`` atomically, so a reader never sees half a manifest."""
     path = Path(folder) / MANIFEST
-    partial = path.with_name(f".{MANIFEST}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, path)
+    with written(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return path
 
 

@@ -165,9 +165,11 @@ def test_python_api(case_path) -> None:
 @pytest.mark.parametrize("case_path", list(CASES), indirect=True)
 def test_cli_in_process(case_path, tmp_path: Path, capsys) -> None:
     case, path = case_path
+    before = path.read_bytes() if path.is_file() else None
     rc = main([f"--database={path}", *case.args, f"--output_path={tmp_path / 'out'}"])
     err = capsys.readouterr().err
     assert rc == 2
+    assert (path.read_bytes() if path.is_file() else None) == before  # inputs never modified
     check_message(case, error_line(err))
 
 

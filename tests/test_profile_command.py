@@ -58,3 +58,17 @@ def test_load_accepts_the_nsys_rep(run, tmp_path):
     p = jlprof.load(rep, key_node="optimizer_step")
     assert (tmp_path / "copy.sqlite").exists()
     assert p.iterations.count == 7
+
+
+def test_a_failing_program_fails_jlprof_too(tmp_path):
+    """As with nsys: what was captured is analysed, and the program's exit status is jlprof's."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jlprof", f"--output_path={tmp_path}", "-v", "minimal",
+         sys.executable, "-c", "import sys, time; time.sleep(1); print('bye'); sys.exit(3)"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "bye" in proc.stdout and "exit status 3" in proc.stderr
+    assert (tmp_path / "jlprof_summary.csv").is_file()

@@ -207,6 +207,16 @@ def _paths(
     return code, table
 
 
+def _pick(values: np.ndarray, idx: np.ndarray, fill) -> np.ndarray:
+    """``values[idx]`` where ``idx >= 0``, else ``fill``; also when ``values`` is empty (an
+    export without the CUDA API table has no launching call for any GPU work)."""
+    out = np.empty(len(idx), dtype=np.result_type(values, np.asarray(fill)))
+    out[:] = fill
+    ok = idx >= 0
+    out[ok] = values[idx[ok]]
+    return out
+
+
 def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     """Tie GPU work to API calls to NVTX ranges; see the module docstring for the result."""
     nv = trace.nvtx
@@ -291,10 +301,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     # ---- synthetic unassociated instances
     n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
     a_dur = a_end - a_start
-    share = np.where(
-        g_api >= 0, a_dur[np.maximum(g_api, 0)] / np.maximum(n_work[np.maximum(g_api, 0)], 1), 0
-    )
-    g_inst = np.where(g_api >= 0, a_inst[np.maximum(g_api, 0)], NONE)
+    share = _pick(a_dur / np.maximum(n_work, 1), g_api, 0.0)
+    g_inst = _pick(a_inst, g_api, NONE)
     un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
     un_gpu = np.flatnonzero(g_inst < 0)
 
@@ -311,8 +319,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     ug_has = ug_api >= 0
     g_start = gpu["start_ns"].to_numpy(np.int64)
     g_end = gpu["end_ns"].to_numpy(np.int64)
-    u_start = np.where(ug_has, a_start[np.maximum(ug_api, 0)], g_start[un_gpu])
-    u_end = np.where(ug_has, a_end[np.maximum(ug_api, 0)], g_end[un_gpu])
+    u_start = _pick(a_start, ug_api, g_start[un_gpu])
+    u_end = _pick(a_end, ug_api, g_end[un_gpu])
 
     # ---- op identity: each range's label (parsed texts), then synthetic names
     r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64)
@@ -372,7 +380,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             np.where(ug_has, share[un_gpu], 0).astype(np.int64),
         ]
     ).astype(np.int64)
-    tid = np.concatenate([r_tid, a_tid[un_api], np.where(ug_has, a_tid[np.maximum(ug_api, 0)], -1)])
+    tid = np.concatenate([r_tid, a_tid[un_api], _pick(a_tid, ug_api, -1)])
     inst = pd.DataFrame(
         {
             "start_ns": np.concatenate([r_start, a_start[un_api], u_start]),

@@ -7,6 +7,8 @@ costs a small group-by (see ``aggregate``).
 
 from __future__ import annotations
 
+import numbers
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,7 +27,7 @@ from jlprof.engine.iterations import (
 )
 from jlprof.engine.memory import heavy_stage
 from jlprof.engine.trace import Trace
-from jlprof.errors import AnalysisError
+from jlprof.errors import AnalysisError, InputError, OptionError
 
 # Tried in order when no key node is given: DLProf's default, then jlprof.torch's range.
 DEFAULT_KEY_NODES = (DEFAULT_KEY_NODE, "optimizer_step")
@@ -45,6 +47,36 @@ REPORTS = (
 T = TypeVar("T")
 
 
+def check_options(key_node: Any, iter_start: Any, iter_stop: Any, domains: Any, mode: Any) -> None:
+    """Types and values of the analysis options, checked before any trace is read; raises
+    :class:`OptionError` (:class:`AnalysisError` for an unknown mode) instead of a raw
+    ``TypeError`` later, and never truncates ``iter_start=1.7`` silently. ``mode`` None: from
+    the trace (:class:`Profile`)."""
+    if mode is not None and mode not in MODES:
+        raise AnalysisError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}.")
+    if key_node is not None and not isinstance(key_node, str):
+        raise OptionError(f"key_node is an op name or op ID (a str), got {key_node!r}.")
+    _whole(iter_start, "iter_start")
+    _whole(iter_stop, "iter_stop")
+    if domains is not None and (
+        isinstance(domains, str)
+        or not isinstance(domains, (list, tuple))
+        or not all(isinstance(d, str) for d in domains)
+    ):
+        raise OptionError(
+            f"domains is a list of NVTX domain names, e.g. ['my_domain'] ('' = the default "
+            f"domain), got {domains!r}."
+        )
+
+
+def _whole(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise OptionError(f"{name} is an iteration number (a whole number), got {value!r}.")
+    return int(value)
+
+
 class Profile:
     """A correlated profile with DLProf's reports; re-aggregates without re-reading."""
 
@@ -60,8 +92,7 @@ class Profile:
         profile_name: str = "jlprof",
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        if mode is not None and mode not in MODES:
-            raise AnalysisError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}.")
+        check_options(key_node, iter_start, iter_stop, domains, mode)
         say = progress or (lambda _m: None)
         self.trace = trace
         self.mode = mode or "simple"
@@ -112,8 +143,8 @@ class Profile:
 
     def _check_range(self, start: int | None, stop: int | None) -> tuple[int, int]:
         last = self.iterations.count - 1
-        s = 0 if start is None else int(start)
-        e = last if stop is None else int(stop)
+        s = 0 if start is None else _whole(start, "iter_start")
+        e = last if stop is None else _whole(stop, "iter_stop")
         if s < 0:
             raise AnalysisError(f"--iter_start {s} is negative; iterations are numbered from 0.")
         if s > last:
@@ -248,7 +279,7 @@ class Profile:
         """Write ``<profile_name>_<report>.<ext>`` files; existing files kept unless force."""
         from jlprof.reports.writers import write_reports
 
-        return write_reports(self, Path(output_path), list(reports), list(formats), force)
+        return write_reports(self, Path(output_path), reports, formats, force)
 
     def save(self, path: str | Path) -> Path:
         """Save the normalised trace as a jlprof database for fast re-analysis."""
@@ -321,6 +352,9 @@ def load(
     """
     from jlprof.engine.store import read_any
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path must be a file path (str or Path), got {path!r}.")
+    check_options(key_node, iter_start, iter_stop, domains, mode)  # before the (long) read
     path = Path(path)
     if path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
         from jlprof.nsys import ensure_sqlite

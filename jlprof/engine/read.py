@@ -133,7 +133,7 @@ def _header_size(path: Path) -> int | None:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    conn = sqlite3.connect(schema.sqlite_uri(path), uri=True)
     conn.text_factory = lambda b: b.decode("utf-8", "replace")  # invalid UTF-8 seen in 2022.1
     return conn
 
@@ -167,7 +167,7 @@ class _Fetcher:
         fill = fill or {}
         if self.cx is not None:
             try:
-                tbl = self.cx.read_sql(f"sqlite://{self.path.resolve()}", sql, return_type="arrow")
+                tbl = self.cx.read_sql(schema.connectorx_uri(self.path), sql, return_type="arrow")
                 tbl = _fill_arrow(tbl, [fill.get(n) for n in names])
                 # split blocks: one array per column, no consolidation copy
                 df = tbl.to_pandas(
@@ -601,6 +601,23 @@ def _in_thread(fn, path: Path, tabs: set[str], strings: StringTable, use_cx: boo
         conn.close()
 
 
+def _missing_table_warnings(tabs: set[str], gpu: pd.DataFrame, api: pd.DataFrame) -> list[str]:
+    """A capture whose CUDA API or kernel table is missing reads, but its numbers are partial."""
+    out = []
+    if len(gpu) and "CUPTI_ACTIVITY_KIND_RUNTIME" not in tabs:
+        out.append(
+            "the export has GPU work but no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME): kernels "
+            "are not attributed to ops and API times are 0; capture with `nsys profile -t cuda`"
+        )
+    launches = api["name"].cat.categories.astype(str).str.contains("Launch") if len(api) else []
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tabs and any(launches):
+        out.append(
+            "the export has kernel launches but no kernel table (CUPTI_ACTIVITY_KIND_KERNEL): "
+            "GPU times are missing; re-export the report (`nsys export --type sqlite -f true`)"
+        )
+    return out
+
+
 def read_trace(
     path: str | Path,
     *,
@@ -651,6 +668,7 @@ def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | No
     warnings = []
     if not len(gpu) and not len(nvtx) and not len(api):
         warnings.append("the export holds no CUDA, NVTX or API events")
+    warnings += _missing_table_warnings(tabs, gpu, api)
     return Trace(
         gpu=gpu,
         api=api,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from pathlib import Path
+from urllib.parse import quote
 
 # Tables that mark a file as an nsys export (any one of them is enough with StringIds).
 NSYS_MARKER_TABLES = (
@@ -20,6 +22,19 @@ NSYS_MARKER_TABLES = (
     "EXPORT_META_DATA",
     "META_DATA_EXPORT",
 )
+
+
+def sqlite_uri(path: Path) -> str:
+    """Read-only SQLite URI of ``path``, percent-escaped: unescaped, ``#`` or ``?`` in a file name
+    ends the path (``run#1.sqlite`` opens, even creates, ``run``) and ``%20`` becomes a space."""
+    return f"{path.resolve().as_uri()}?mode=ro"
+
+
+def connectorx_uri(path: Path) -> str:
+    """connectorx's ``sqlite://`` URI of ``path``: it percent-decodes the path (an unescaped
+    ``run%20a.sqlite`` would open, and create, ``run a.sqlite``)."""
+    return "sqlite://" + quote(str(path.resolve()))
+
 
 # Metadata tables by exporter version: <= 2023.1 and >= 2024.2.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")

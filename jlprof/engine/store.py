@@ -16,6 +16,7 @@ import pandas as pd
 
 from jlprof.engine.trace import Trace
 from jlprof.errors import InputError
+from jlprof.outputs import written
 
 FORMAT = "jlprof-trace"
 VERSION = 1
@@ -36,7 +37,7 @@ def is_jlprof_db(path: Path) -> bool:
 
 
 def save_trace(trace: Trace, path: str | Path) -> Path:
-    """Write ``trace`` to ``path`` (conventionally ``*.jlprof``)."""
+    """Write ``trace`` to ``path`` (conventionally ``*.jlprof``), whole or not at all."""
     import pyarrow as pa
     import pyarrow.feather as feather
 
@@ -48,8 +49,10 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
         "source": str(trace.source or ""),
         "warnings": trace.warnings,
     }
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+    with (
+        written(path, "--save_db") as tmp,
+        zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z,
+    ):
         z.writestr("manifest.json", json.dumps(manifest))
         for name in FRAMES:
             buf = io.BytesIO()
@@ -59,7 +62,6 @@ def save_trace(trace: Trace, path: str | Path) -> Path:
                 compression="uncompressed",
             )
             z.writestr(f"{name}.arrow", buf.getvalue())
-    tmp.replace(path)
     return path
 
 

@@ -55,6 +55,27 @@ def parse_line(magic: Any, line: str) -> Any:
     return magic.parser.parse_args(words)
 
 
+def network_line(status: dict[str, Any]) -> str:
+    """What of the sidecar can be reached over the network: nothing, or nsys's agent port."""
+    if status.get("private_network"):
+        return (
+            "network: nsys runs in a private network namespace; no TCP port of the sidecar is "
+            "reachable from outside"
+        )
+    ports = [
+        f"{addr}:{port} (pid {pid} {name})"
+        for addr, port, pid, name in status.get("listeners", [])
+        if not addr.startswith("127.") and addr != "::1"
+    ]
+    if not ports:
+        return "network: no TCP port of the sidecar listens beyond loopback"
+    return (
+        f"network: nsys's agent listens on {', '.join(ports)} while the sidecar lives: nsys has "
+        "no option to bind it to loopback, and this system refuses unprivileged network "
+        "namespaces (or JLPROF_SIDECAR_NETNS=0); a firewall can block that port"
+    )
+
+
 @magics_class
 class DlprofMagics(Magics):
     """Profile notebook cells under Nsight Systems in a persistent sidecar kernel."""
@@ -232,6 +253,7 @@ class DlprofMagics(Magics):
                 f"sidecar: running, kernel pid {st['kernel_pid']}, nsys pid {st['nsys_pid']}, "
                 f"capture {st['capture']}, {st['captures']} captures, up {st['uptime_s']:.0f} s"
             )
+            print(network_line(st))
         elif opts.kernel == "shutdown":
             had = self.session.shutdown()
             print("sidecar: shut down" if had else "sidecar: was not running")

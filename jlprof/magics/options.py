@@ -66,8 +66,7 @@ class RunOptions:
 
 def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
     """Check the parsed arguments; raises :class:`JlprofError` with the fix in the message."""
-    from jlprof.engine.profile import REPORTS
-    from jlprof.reports.writers import FORMATS
+    from jlprof.reports.writers import check_outputs
 
     words = list(getattr(ns, "command", None) or [])
     kernel = None
@@ -93,14 +92,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
             "--database re-analyses an existing profile: use it on the line magic "
             "(%dlprof --database=FILE), not around a cell"
         )
-    reports = list(REPORTS) if "all" in ns.reports else ns.reports
-    reports = list(dict.fromkeys("op_type" if r == "node_op" else r for r in reports))
-    bad = [r for r in reports if r not in REPORTS]
-    if bad:
-        raise JlprofError(f"unknown report {bad[0]!r}; choose from {', '.join(REPORTS)} or all")
-    badf = [f for f in ns.formats if f not in FORMATS]
-    if badf:
-        raise JlprofError(f"unknown format {badf[0]!r}; choose csv and/or json")
+    reports, formats = check_outputs(ns.reports, ns.formats, ns.profile_name)
     if ns.delay < 0 or (ns.duration is not None and ns.duration <= 0):
         raise JlprofError("--delay must be >= 0 and --duration > 0 (seconds)")
     if not ns.name.isidentifier():
@@ -113,7 +105,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         iter_start=ns.iter_start,
         iter_stop=ns.iter_stop,
         reports=reports,
-        formats=list(dict.fromkeys(ns.formats)),
+        formats=formats,
         output_path=Path(ns.output_path).expanduser() if ns.output_path else None,
         profile_name=ns.profile_name,
         delay=ns.delay,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jlprof import nsys, runs
+from jlprof import nsys, outputs, runs
 from jlprof.errors import AnalysisError, JlprofError
 from jlprof.magics.options import RunOptions
 from jlprof.magics.progress import Progress
@@ -142,8 +142,7 @@ def run_setup(session: Session, opts: RunOptions, code: str, on_message: OnMessa
 def _run_folder(opts: RunOptions, cwd: Path | None) -> Path:
     if opts.output_path is None:
         return runs.new_run_folder(cwd)
-    folder = opts.output_path
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = outputs.prepare_folder(opts.output_path)
     if not opts.force:
         for suffix in (".qdstrm", ".nsys-rep", ".sqlite"):
             path = folder / f"{opts.nsys_base_name}{suffix}"
@@ -220,7 +219,8 @@ def run_captured(
         _write_manifest(result, opts)
         return result
     target = folder / f"{opts.nsys_base_name}{raw.suffix}"
-    shutil.copyfile(raw, target)
+    with outputs.written(target) as tmp:  # moved: the sidecar's temp folder must not fill up
+        shutil.move(raw, tmp)
     result.nsys_report = target
     try:
         step(STEPS[2])
@@ -276,7 +276,7 @@ def analyse(
 
     path = nsys.ensure_sqlite(database) if database.suffix != ".jlprof" else database
     trace = read_any(path)
-    warnings: list[str] = []
+    warnings: list[str] = list(trace.warnings)
     if capture_domain is not None:
         trace = without_capture_range(trace, capture_domain)
     nv = trace.nvtx
@@ -295,8 +295,13 @@ def analyse(
     if opts.key_node is not None:
         try:
             profile.set_key_node(opts.key_node)
-        except AnalysisError as exc:
-            warnings.append(f"no key node instances: {exc}")
+        except AnalysisError as exc:  # say what is used instead, never silently
+            instead = (
+                f"using the default key node {profile.key_node!r} instead"
+                if profile.key_node
+                else "the whole capture is one iteration"
+            )
+            warnings.append(f"no key node instances: {exc} {instead}.")
     elif profile.key_node is None and len(nv):
         cands = ", ".join(profile.suggest_key_nodes(3)["op_name"].astype(str)) or "none"
         warnings.append(

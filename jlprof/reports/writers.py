@@ -2,18 +2,22 @@
 
 JSON is a list of records keyed by the report's column names; the summary's JSON is one
 object with an entry per table, whose rows are keyed by the guide's row names.
-Existing files are kept unless ``force`` (DLProf's ``-f true``).
+Existing files are kept unless ``force`` (DLProf's ``-f true``); every file is written whole or
+not at all.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jlprof.errors import JlprofError
+from jlprof import outputs
+from jlprof.errors import OptionError
+from jlprof.outputs import prepare_folder
 
 if TYPE_CHECKING:
     from jlprof.engine.profile import Profile
@@ -37,21 +41,61 @@ def report_path(output: Path, profile_name: str, report: str, fmt: str) -> Path:
     return output / f"{profile_name.replace(' ', '_')}_{report}.{fmt}"
 
 
-def write_reports(
-    p: Profile, output: Path, reports: list[str], formats: list[str], force: bool
-) -> list[Path]:
-    """Write each report in each format; returns the paths written (skipped ones excluded)."""
+def check_outputs(
+    reports: list[str] | tuple[str, ...], formats: list[str] | tuple[str, ...], profile_name: str
+) -> tuple[list[str], list[str]]:
+    """The reports (``all`` expanded, ``node_op`` = ``op_type``) and formats to write, checked.
+
+    Shared by the CLI, the magic and :meth:`Profile.write_reports`, and run before any trace is
+    read: a typo must not cost the whole load. Raises :class:`OptionError`.
+    """
     from jlprof.engine.profile import REPORTS
 
-    bad = [r for r in reports if r not in REPORTS]
+    if isinstance(reports, str) or isinstance(formats, str):
+        raise OptionError("reports and formats are lists of names, e.g. ['summary'] and ['csv'].")
+    if not reports:
+        raise OptionError(f"--reports is empty; choose from {', '.join(REPORTS)} or all.")
+    if not formats:
+        raise OptionError("--formats is empty; choose csv and/or json.")
+    # the guide's §10.1.1 calls the op type report "node_op"; ch. 15 calls it op_type
+    chosen = list(REPORTS) if "all" in reports else reports
+    chosen = list(dict.fromkeys("op_type" if r == "node_op" else r for r in chosen))
+    bad = [r for r in chosen if r not in REPORTS]
     if bad:
-        raise JlprofError(
-            f"unknown report(s) {', '.join(bad)}; choose from {', '.join(REPORTS)} or all."
-        )
+        raise OptionError(f"unknown report {bad[0]!r}; choose from {', '.join(REPORTS)} or all.")
     badf = [f for f in formats if f not in FORMATS]
     if badf:
-        raise JlprofError(f"unknown format(s) {', '.join(badf)}; choose csv and/or json.")
-    output.mkdir(parents=True, exist_ok=True)
+        raise OptionError(f"unknown format {badf[0]!r}; choose csv and/or json.")
+    check_profile_name(profile_name)
+    return chosen, list(dict.fromkeys(formats))
+
+
+def check_profile_name(name: str) -> str:
+    """``--profile_name`` is a file-name prefix: no folder part, so reports stay in the output
+    folder (``../../escape`` would write elsewhere)."""
+    if not isinstance(name, str) or not name.strip():
+        raise OptionError("--profile_name is empty; give a file-name prefix such as jlprof.")
+    if "/" in name or os.sep in name or "\\" in name or "\0" in name or name in (".", ".."):
+        raise OptionError(
+            f"--profile_name {name!r} is not a plain file name; give a prefix without a folder "
+            "(choose the folder with --output_path)."
+        )
+    return name
+
+
+def write_reports(
+    p: Profile,
+    output: Path,
+    reports: list[str] | tuple[str, ...],
+    formats: list[str] | tuple[str, ...],
+    force: bool,
+) -> list[Path]:
+    """Write each report in each format; returns the paths written (skipped ones excluded).
+
+    Each file is written whole or not at all (:func:`jlprof.outputs.written`).
+    """
+    reports, formats = check_outputs(reports, formats, p.profile_name)
+    prepare_folder(output)
     written = []
     for rep in reports:
         targets = {fmt: report_path(output, p.profile_name, rep, fmt) for fmt in formats}
@@ -60,12 +104,13 @@ def write_reports(
             continue
         df = p.report(rep)
         for fmt, target in todo.items():
-            if fmt == "csv":
-                df.to_csv(target, index=False)
-            elif rep == "summary":
-                target.write_text(json.dumps(_plain(p.summary()), indent=2, default=str))
-            else:
-                target.write_text(df.to_json(orient="records", indent=2, double_precision=15))
+            with outputs.written(target) as tmp:
+                if fmt == "csv":
+                    df.to_csv(tmp, index=False)
+                elif rep == "summary":
+                    tmp.write_text(json.dumps(_plain(p.summary()), indent=2, default=str))
+                else:
+                    df.to_json(tmp, orient="records", indent=2, double_precision=15)
             written.append(target)
     return written
 

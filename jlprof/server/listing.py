@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from jlprof.engine.schema import sqlite_uri
+
 MANIFEST = "jlprof_run.json"
 RUNS_DIR = "jlprof_runs"
 # Folders never worth walking into: caches, environments, VCS data (dot folders are skipped too).
@@ -179,7 +181,7 @@ def nsys_sqlite_error(path: Path) -> str | None:
         with path.open("rb") as fh:
             if fh.read(16) != b"SQLite format 3\x00":
                 return "not a SQLite database"
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(sqlite_uri(path), uri=True)
         try:
             names = {
                 r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")

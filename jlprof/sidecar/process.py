@@ -6,7 +6,9 @@ long before anyone typed ``%%dlprof``. So the profiled code runs in a second ker
 collected until a cell opens jlprof's capture range, and every captured cell becomes one report.
 
 Security: the kernel listens on IPC sockets inside a fresh 0700 folder (never a TCP port) and
-signs messages with a random HMAC key; nsys writes its temporary capture files there too.
+signs messages with a random HMAC key; nsys writes its temporary capture files there too. nsys's
+own agent listens on a TCP port of all interfaces: it runs in a private network namespace where
+the system allows it (:mod:`jlprof.sidecar.netns`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ from typing import Any
 
 from jlprof import nsys
 from jlprof.errors import JlprofError
+from jlprof.sidecar import netns
 from jlprof.sidecar.capture import NVTX_CAPTURE
 from jlprof.sidecar.kernel import ORIGINAL_TMPDIR, PARENT_PID
+
+NETNS_ENV = "JLPROF_SIDECAR_NETNS"
+"""Set to 0 to run the sidecar's nsys in the notebook's network namespace (its agent's port is
+then reachable from the network, see :mod:`jlprof.sidecar.netns`)."""
 
 MIN_NSYS = (2021, 1)
 """``--capture-range-end=repeat`` and NVTX capture of unregistered strings need nsys 2021.1+."""
@@ -89,6 +96,44 @@ def cuda_usable() -> bool:
         return False
 
 
+FOLDER_PREFIX = "jlprof-sidecar-"
+OWNERS = "owners"
+"""File in the sidecar folder: the pids (notebook kernel, nsys) whose life the folder serves."""
+STALE_UNOWNED_S = 24 * 3600
+"""A folder without an owners file (an older jlprof) is stale after a day."""
+
+
+def _write_owners(folder: Path, *pids: int) -> None:
+    (folder / OWNERS).write_text(" ".join(map(str, pids)))
+
+
+def remove_stale_folders(root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove this user's sidecar folders whose notebook kernel and nsys both ended.
+
+    A SIGKILLed notebook kernel never runs its clean-up, which would leave the folder (capture
+    files and the HMAC key) in the temp folder for good; the next sidecar start removes it.
+    """
+    removed = []
+    base = Path(root if root is not None else tempfile.gettempdir())
+    for folder in base.glob(f"{FOLDER_PREFIX}*"):
+        try:
+            st = folder.lstat()
+            if not folder.is_dir() or folder.is_symlink() or st.st_uid != os.getuid():
+                continue
+            owners = folder / OWNERS
+            if owners.exists():
+                pids = [int(x) for x in owners.read_text().split()]
+                if any(_proc_state(pid) not in (None, "Z", "X") for pid in pids):
+                    continue
+            elif time.time() - st.st_mtime < STALE_UNOWNED_S:
+                continue
+        except (OSError, ValueError):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
 def _proc_state(pid: int) -> str | None:
     """Linux process state letter (``R``, ``S``, ``Z`` ...) or None when the pid is gone."""
     try:
@@ -125,6 +170,7 @@ class Sidecar:
         self._lines: queue.Queue[str] = queue.Queue()
         self._seen: set[str] = set()
         self._reader: threading.Thread | None = None
+        self.private_network = False
 
     # ---- life cycle ----------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> None:
@@ -138,9 +184,11 @@ class Sidecar:
                 f"nsys {info.version_text} at {info.path} is too old for %%dlprof (needs "
                 f"{'.'.join(map(str, MIN_NSYS))} or newer); {nsys.INSTALL_HINT}"
             )
-        self.dir = Path(tempfile.mkdtemp(prefix="jlprof-sidecar-"))
+        remove_stale_folders()
+        self.dir = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         os.chmod(self.dir, 0o700)
         (self.dir / "tmp").mkdir(mode=0o700)
+        _write_owners(self.dir, os.getpid())
         conn = self.dir / "kernel.json"
         write_connection_file(
             str(conn),
@@ -166,6 +214,13 @@ class Sidecar:
         # nsys block-buffers its stdout into a pipe; its "Generating ..." lines are needed live
         stdbuf = shutil.which("stdbuf")
         argv = [stdbuf, "-oL", *cmd.argv] if stdbuf else cmd.argv
+        # nsys's agent listens on 0.0.0.0 (2022.4, no option against it): in a private network
+        # namespace where the system allows one, its port exists only in there
+        self.private_network = os.environ.get(NETNS_ENV, "1") != "0" and netns.available(
+            self.python
+        )
+        if self.private_network:
+            argv = netns.wrap(argv, self.python)
         env = {
             **os.environ,
             **cmd.env,
@@ -189,6 +244,7 @@ class Sidecar:
             bufsize=1,
             start_new_session=True,
         )
+        _write_owners(self.dir, os.getpid(), self.proc.pid)
         self._reader = threading.Thread(target=self._read_output, daemon=True)
         self._reader.start()
         self.started_at = time.time()
@@ -250,6 +306,8 @@ class Sidecar:
             "captures": self.captures,
             "uptime_s": round(time.time() - self.started_at, 1) if self.started_at else 0.0,
             "folder": str(self.dir) if self.dir else None,
+            "private_network": self.private_network,
+            "listeners": netns.listeners([self.proc.pid]) if self.proc else [],
         }
 
     def interrupt(self) -> None:

@@ -70,6 +70,9 @@ def test_setup_cell_is_not_captured_and_profiled_cell_is(prepared):
     db = folder / "nsys_profile.sqlite"
     assert db.exists() and (folder / "nsys_profile.nsys-rep").exists()
     assert (folder / "nsys_profile.qdstrm").exists()  # raw recording kept
+    sidecar_dir = shell.magics.session.sidecar.dir
+    assert not list(sidecar_dir.glob("capture*")), list(sidecar_dir.iterdir())  # moved, not copied
+    assert not list(folder.glob(".*"))  # no temporary files left in the run folder
     # independent counts from the export: 7 key-node ranges, the setup cell not recorded
     assert nvtx_count(db, "optimizer_step") == 7 == prof.iterations.instances
     assert nvtx_count(db, "setup_marker") == 0
@@ -115,6 +118,18 @@ def test_cell_that_raises_is_still_analysed_and_sidecar_lives(prepared):
     assert shell.magics.session.sidecar.alive()
 
 
+def test_sys_exit_and_big_output_leave_the_sidecar_running(prepared):
+    """``sys.exit`` in a cell is an exception there (as in any kernel); 20 MB of output arrive."""
+    shell = prepared
+    pid = shell.magics.session.sidecar.kernel_pid
+    out = shell.cell("-o exited", "for i in range(2):\n    step(i)\nimport sys\nsys.exit(3)")
+    assert "SystemExit" in out.stderr and "3" in out.stderr
+    assert shell.ns["exited"].iterations.instances == 2
+    out = shell.cell("--setup", "for _ in range(20):\n    print('x' * (1 << 20))")
+    assert out.stdout.count("x") == 20 << 20
+    assert shell.magics.session.sidecar.kernel_pid == pid and shell.magics.session.sidecar.alive()
+
+
 def test_interrupting_the_notebook_kernel_stops_capture_cleanly(prepared):
     shell = prepared
     pid = shell.magics.session.sidecar.kernel_pid
@@ -140,6 +155,7 @@ def test_health_checks_name_the_problem(prepared):
     out = shell.cell("--key_node=no_such_op -o h1", "for i in range(2):\n    step(i)")
     assert "no key node instances" in out.stderr and "no_such_op" in out.stderr
     assert "Candidates" in out.stderr
+    assert "using the default key node 'optimizer_step' instead" in out.stderr  # never silently
     out = shell.cell("-o h2", "x = sum(range(10000))")
     assert "no NVTX ranges in the capture" in out.stderr
     before = set(run_folders(shell.cwd))
@@ -230,6 +246,9 @@ def test_kernel_status_restart_shutdown(prepared):
     out = shell.line("kernel status")
     pid = shell.magics.session.sidecar.kernel_pid
     assert f"kernel pid {pid}" in out.stdout and "capture nvtx" in out.stdout
+    assert "network: nsys runs in a private network namespace" in out.stdout or (
+        "nsys's agent listens on" in out.stdout and "no option to bind it" in out.stdout
+    )
     out = shell.line("kernel restart")
     assert "restarted" in out.stdout, out.stderr
     assert shell.magics.session.sidecar.kernel_pid != pid

@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from jlprof import nsys
-from jlprof.sidecar import Sidecar, SidecarBusy
+from jlprof.sidecar import Sidecar, SidecarBusy, netns
 from jlprof.sidecar.capture import NVTX_CAPTURE
+from jlprof.sidecar.process import NETNS_ENV, remove_stale_folders
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 
@@ -76,6 +77,47 @@ def test_reachable_only_by_this_user(pair):
     ).expression("e")
     assert str(car.dir) not in env  # the user's TMPDIR is back (nsys's temp files stay private)
     assert "libstdbuf" not in env
+
+
+def nsys_ports_seen_by_ss(car: Sidecar) -> list[str]:
+    """``ss -ltnp`` lines (what the issue's user ran) of the sidecar's processes, any address."""
+    pids = {p.pid for p in netns.session_processes([car.proc.pid])}
+    assert len(pids) >= 3  # nsys, its launcher, its agent
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if any(f"pid={pid}," in line for pid in pids)]
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) is not installed")
+def test_no_listener_reachable_from_the_network(pair):
+    """nsys's agent listens on 0.0.0.0; in the private namespace nobody outside sees that port."""
+    car = pair[0]
+    if not netns.available():
+        pytest.skip("this system refuses unprivileged network namespaces")
+    assert car.private_network and car.status()["listeners"] == []
+    assert nsys_ports_seen_by_ss(car) == []
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) is not installed")
+def test_without_the_namespace_the_agent_port_is_named(tmp_path, monkeypatch):
+    """The evidence for nsys's own limit, and what ``%dlprof kernel status`` then says."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    from jlprof.magics.dlprof import network_line
+
+    monkeypatch.setenv(NETNS_ENV, "0")
+    car = Sidecar(cwd=tmp_path)
+    car.start()
+    try:
+        st = car.status()
+        assert not st["private_network"]
+        wide = [(a, port, name) for a, port, _pid, name in st["listeners"] if a == "0.0.0.0"]
+        assert wide and all(name == "nsys" for _a, _p, name in wide), st["listeners"]
+        assert any(f"0.0.0.0:{wide[0][1]}" in line for line in nsys_ports_seen_by_ss(car))
+        line = network_line(st)
+        assert f"nsys's agent listens on 0.0.0.0:{wide[0][1]}" in line
+        assert "no option to bind it to loopback" in line
+    finally:
+        car.shutdown()
 
 
 def test_two_sidecars_capture_their_own_cells_at_once(pair):
@@ -148,7 +190,9 @@ def test_sidecar_ends_when_its_notebook_kernel_is_killed(tmp_path):
         gone = not any(_running(int(pid)) for pid in (kernel_pid, nsys_pid))
         time.sleep(0.5)
     assert gone, "the orphaned sidecar (or its nsys) is still running"
-    shutil.rmtree(folder, ignore_errors=True)
+    assert Path(folder).is_dir()  # nobody cleaned up (the HMAC key is still in there) ...
+    assert Path(folder) in remove_stale_folders(Path(folder).parent)  # ... until the next start
+    assert not Path(folder).exists()
 
 
 def _running(pid: int) -> bool:

@@ -1,0 +1,78 @@
+"""The magic's side of the reliability matrix (issue 22); no sidecar is started here.
+
+Odd file names, a profile name with a folder part, empty report/format lists and a missing CUDA
+API table through ``%dlprof --database``; the CLI and API sides are ``tests/test_reliability.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import jlprof
+from tests.fixtures.scenarios import cpu_only_db, rich_db
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory) -> Path:
+    return rich_db().write(tmp_path_factory.mktemp("good") / "rich.sqlite")
+
+
+def test_odd_file_name(shell, export) -> None:
+    cpu_only_db().write(shell.cwd / "run")  # what the unescaped URI opened
+    shutil.copyfile(export, shell.cwd / "run#1.sqlite")
+    out = shell.line('--database="run#1.sqlite" --output_path=odd --reports=kernel -o odd')
+    assert "Traceback" not in out.stderr, out.stderr
+    want = jlprof.load(export).report("kernel")
+    pd.testing.assert_frame_equal(shell.ns["odd"].report("kernel"), want)
+    assert len(pd.read_csv(shell.cwd / "odd" / "jlprof_kernel.csv")) == len(want)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--profile_name=../../escape", "--profile_name '../../escape' is not a plain file name"),
+        ("--reports=", "--reports is empty"),
+        ("--formats=", "--formats is empty"),
+        ("--formats=xml", "unknown format 'xml'"),
+    ],
+)
+def test_options_refused_before_anything_runs(shell, export, option, message) -> None:
+    before = sorted(p.name for p in shell.cwd.parent.iterdir())
+    out = shell.line(f"--database={export} --output_path=refused {option}")
+    assert message in out.stderr, out.stderr
+    assert not (shell.cwd / "refused").exists()
+    assert sorted(p.name for p in shell.cwd.parent.iterdir()) == before
+    out = shell.cell(option, "print('never runs')")  # a cell too: refused before the sidecar
+    assert message in out.stderr and "never runs" not in out.stdout
+    assert shell.magics.session.sidecar is None
+
+
+def test_no_cuda_api_table_is_a_warning(shell, export, tmp_path) -> None:
+    db = Path(shutil.copyfile(export, tmp_path / "nort.sqlite"))
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.close()
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    out = shell.line(f"--database={db} -o nort")
+    assert "no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME)" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and shell.ns["nort"].report("kernel") is not None
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_kernel_status_network_line() -> None:
+    from jlprof.magics.dlprof import network_line
+
+    assert "private network namespace" in network_line({"private_network": True})
+    st = {"private_network": False, "listeners": [("0.0.0.0", 41937, 20652, "nsys"),
+                                                  ("127.0.0.1", 54931, 20652, "nsys")]}  # fmt: skip
+    line = network_line(st)
+    assert "listens on 0.0.0.0:41937 (pid 20652 nsys)" in line and "54931" not in line
+    assert "no option to bind it to loopback" in line
+    only_local = {"private_network": False, "listeners": [("127.0.0.1", 5, 1, "nsys")]}
+    assert "no TCP port of the sidecar listens beyond loopback" in network_line(only_local)

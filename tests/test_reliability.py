@@ -1,0 +1,483 @@
+"""Reliability matrix: odd file names, whole files or none, one-line errors (issue 22).
+
+The bad-input cases that already worked (missing, empty, truncated, random, foreign and directory
+inputs) are ``tests/test_bad_input.py``; the magic's survival of raise/``sys.exit``/``os._exit``,
+big output and interrupts is ``tests/magics/test_dlprof.py``; the sidecar's private folder, key
+and IPC sockets ``tests/sidecar/test_process.py``; the server's 403s ``tests/server``. Here: the
+cases that failed. Each CLI case is one row of ``CASES``: expected exit status, a fragment of the
+one error line, files present and absent afterwards, and the input's sha256 unchanged.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import jlprof
+from jlprof import outputs
+from jlprof.cli import main
+from jlprof.errors import InputError, JlprofError, OptionError, OutputError
+from tests.fixtures.scenarios import cpu_only_db, rich_db
+
+REPO = Path(__file__).resolve().parents[1]
+ODD_NAMES = ("run#1.sqlite", "run%20a.sqlite", "run?x=1.sqlite", "run a é.sqlite", "100%.sqlite")
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tree(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (relative name -> sha256), hidden ones included."""
+    return {str(p.relative_to(folder)): sha(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rich_db().write(tmp_path_factory.mktemp("good") / "rich.sqlite")
+
+
+@pytest.fixture(scope="module")
+def reference(export: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reports of a clean run, to compare every other run's files with."""
+    out = tmp_path_factory.mktemp("reference")
+    assert main(cli_args(export, out)) == 0
+    return out
+
+
+def cli_args(db: Path, out: Path, *more: str) -> list[str]:
+    return [f"--database={db}", f"--output_path={out}", "--reports=all", "--formats=csv,json",
+            "-v", "minimal", *more]  # fmt: skip
+
+
+def same_as_reference(out: Path, reference: Path) -> list[str]:
+    """The final-name report files in ``out``; each must equal the reference byte for byte."""
+    names = sorted(p.name for p in out.glob("jlprof_*"))
+    for name in names:
+        assert sha(out / name) == sha(reference / name), name
+    return names
+
+
+def no_partials(folder: Path) -> None:
+    assert not list(folder.rglob(f"*{outputs.PARTIAL}")), list(folder.rglob("*"))
+
+
+# ---- 1. odd file names -------------------------------------------------------------------
+
+
+def odd_folder(d: Path, export: Path, name: str) -> Path:
+    """``name`` beside decoys an unescaped URI would open instead (``run``, ``run a.sqlite``)."""
+    d.mkdir(exist_ok=True)
+    cpu_only_db().write(d / "run")
+    cpu_only_db().write(d / "run a.sqlite")
+    shutil.copyfile(export, d / name)
+    return d / name
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["connectorx", "sqlite3"])
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_odd_file_names_read_that_file(tmp_path, export, name, fast) -> None:
+    if fast:
+        pytest.importorskip("connectorx")
+    path = odd_folder(tmp_path / "in", export, name)
+    before = tree(tmp_path / "in")
+    got = jlprof.load(path, use_connectorx=fast)
+    want = jlprof.load(export, use_connectorx=fast)
+    for rep in ("kernel", "iteration"):
+        pd.testing.assert_frame_equal(got.report(rep), want.report(rep))
+    assert tree(tmp_path / "in") == before  # nothing created beside it, nothing changed
+
+
+def test_odd_file_name_from_the_command_line(tmp_path, export, reference) -> None:
+    """``jlprof --database='run#1.sqlite'`` as a user types it, relative to the working folder."""
+    odd_folder(tmp_path, export, "run#1.sqlite")
+    before = tree(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jlprof", "--database=run#1.sqlite", "--output_path=out",
+         "--reports=all", "--formats=csv,json", "-v", "quiet"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert len(same_as_reference(tmp_path / "out", reference)) == 16
+    assert {k: v for k, v in tree(tmp_path).items() if not k.startswith("out/")} == before
+
+
+# ---- the CLI matrix --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One CLI run: ``setup(case dir, export copy)`` returns the extra arguments."""
+
+    setup: Callable[[Path, Path], list[str]]
+    status: int
+    message: str  # a fragment of stderr (the error line, or the warning for status 0)
+    present: tuple[str, ...] = ()  # paths relative to the case dir
+    absent: tuple[str, ...] = ()
+    before_load: bool = field(default=True)  # errors: reported before the trace is read
+
+
+def out_is_file(d: Path, _db: Path) -> list[str]:
+    (d / "out").write_text("a file, not a folder")
+    return [f"--output_path={d / 'out'}"]
+
+
+def out_under_file(d: Path, _db: Path) -> list[str]:
+    (d / "out").write_text("a file, not a folder")
+    return [f"--output_path={d / 'out' / 'sub'}"]
+
+
+def save_db_under_file(d: Path, _db: Path) -> list[str]:
+    (d / "out").write_text("a file, not a folder")
+    return [f"--output_path={d / 'o'}", f"--save_db={d / 'out' / 'x.jlprof'}"]
+
+
+def drop(table: str) -> Callable[[Path, Path], list[str]]:
+    def setup(d: Path, db: Path) -> list[str]:
+        with sqlite3.connect(db) as con:
+            con.execute(f"DROP TABLE {table}")
+        con.close()
+        return [f"--output_path={d / 'out'}"]
+
+    return setup
+
+
+def args(*extra: str) -> Callable[[Path, Path], list[str]]:
+    return lambda d, _db: [f"--output_path={d / 'out'}", *[a.format(d=d) for a in extra]]
+
+
+CASES = {
+    "profile_name_escapes": Case(
+        args("--profile_name=../../escape"),
+        2,
+        "--profile_name '../../escape' is not a plain",
+        absent=("escape_summary.csv", "../escape_summary.csv", "out"),
+    ),
+    "profile_name_empty": Case(args("--profile_name="), 2, "--profile_name is empty"),
+    "reports_empty": Case(args("--reports="), 2, "--reports is empty; choose from"),
+    "formats_empty": Case(args("--formats="), 2, "--formats is empty; choose csv"),
+    "format_unknown_before_load": Case(
+        lambda d, _db: [
+            f"--output_path={d / 'out'}",
+            "--formats=xml",
+            f"--database={d / 'missing.sqlite'}",
+        ],
+        2,
+        "unknown format 'xml'; choose csv and/or json",
+    ),
+    "output_path_is_a_file": Case(out_is_file, 2, "out is a file, not a folder; choose another"),
+    "output_path_under_a_file": Case(out_under_file, 2, "out is a file, not a folder"),
+    "save_db_new_folder": Case(
+        args("--save_db={d}/nodir/x.jlprof"), 0, "", present=("nodir/x.jlprof",)
+    ),
+    "save_db_under_a_file": Case(
+        save_db_under_file,
+        2,
+        "out is a file, not a folder; choose another --save_db",
+    ),
+    "no_cuda_api_table": Case(
+        drop("CUPTI_ACTIVITY_KIND_RUNTIME"),
+        0,
+        "no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME)",
+        present=("out/jlprof_kernel.csv",),
+        before_load=False,
+    ),
+    "no_kernel_table": Case(
+        drop("CUPTI_ACTIVITY_KIND_KERNEL"),
+        0,
+        "no kernel table (CUPTI_ACTIVITY_KIND_KERNEL)",
+        present=("out/jlprof_kernel.csv",),
+        before_load=False,
+    ),
+}
+
+
+def error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err, err
+    assert lines and lines[-1].startswith("jlprof: error: "), err
+    return lines[-1]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cli_matrix(name, tmp_path, export, capsys) -> None:
+    case = CASES[name]
+    d = tmp_path / "case"
+    d.mkdir()
+    db = Path(shutil.copyfile(export, tmp_path / "input.sqlite"))
+    extra = case.setup(d, db)
+    digest = sha(db)
+    rc = main([f"--database={db}", "--reports=all", "-v", "normal", *extra])
+    err = capsys.readouterr().err
+    assert rc == case.status, err
+    if case.status:
+        assert case.message in error_line(err), err
+        if case.before_load:
+            assert "loading" not in err, err  # checked before the trace was read
+    else:
+        assert "Traceback" not in err and case.message in err, err
+    for rel in case.present:
+        assert (d / rel).is_file(), rel
+    for rel in case.absent:
+        assert not (d / rel).exists(), rel
+    assert not (tmp_path / "escape_summary.csv").exists()
+    assert sha(db) == digest  # the input is never modified
+    no_partials(tmp_path)
+
+
+def test_profiled_program_failure_is_the_exit_status(tmp_path, export, monkeypatch) -> None:
+    """Like nsys: the reports are written, and the program's exit status is jlprof's."""
+    import jlprof.profiling
+
+    monkeypatch.setattr(jlprof.profiling, "profile_run", lambda *_a, **_k: (export, 3))
+    rc = main([f"--output_path={tmp_path}", "-v", "quiet", "python", "fails.py"])
+    assert rc == 3
+    assert (tmp_path / "jlprof_summary.csv").is_file()
+
+
+# ---- 2./3. whole files or none: injected and real write failures ---------------------------
+
+
+def test_write_error_midway_leaves_no_file(tmp_path, export, reference, monkeypatch, capsys):
+    """ENOSPC after half of a JSON report (injected): one line, exit 2, no cut file."""
+    real = pd.DataFrame.to_json
+
+    def full_disk(self, path=None, *a, **k):
+        if path is not None and "jlprof_iteration" in str(path):
+            Path(path).write_text('[{"Iteration": 0, ')
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(self, path, *a, **k)
+
+    monkeypatch.setattr(pd.DataFrame, "to_json", full_disk)
+    rc = main(cli_args(export, tmp_path / "out"))
+    assert rc == 2
+    line = error_line(capsys.readouterr().err)
+    assert "jlprof_iteration.json: no space left on the device" in line
+    assert "free some space or choose another --output_path" in line
+    assert not (tmp_path / "out" / "jlprof_iteration.json").exists()
+    same_as_reference(tmp_path / "out", reference)
+    no_partials(tmp_path)
+
+
+@pytest.fixture
+def tmpfs(tmp_path) -> Iterator[Callable[[str], Path]]:
+    """Mount small tmpfs file systems (root only; skipped where mounting is not allowed)."""
+    mounted: list[Path] = []
+
+    def mount(opts: str) -> Path:
+        where = tmp_path / f"fs{len(mounted)}"
+        where.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)],
+                              capture_output=True, text=True)  # fmt: skip
+        if proc.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="mounting needs root")
+def test_disk_full_on_a_tiny_tmpfs(tmpfs, tmp_path, export, reference, capsys) -> None:
+    fs = tmpfs("size=32k")
+    rc = main(cli_args(export, fs / "out"))
+    assert rc == 2
+    assert "no space left on the device" in error_line(capsys.readouterr().err)
+    written = same_as_reference(fs / "out", reference)  # whole files only ...
+    assert len(written) < 16  # ... and not all of them fitted
+    no_partials(fs)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="mounting needs root")
+def test_read_only_output_folder(tmpfs, export, capsys) -> None:
+    fs = tmpfs("size=1m,ro")
+    rc = main(cli_args(export, fs))
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "is on a read-only file system; choose a writable --output_path" in error_line(err)
+    assert "loading" not in err  # found before the analysis
+
+
+def test_read_only_output_folder_injected(tmp_path, export, monkeypatch, capsys) -> None:
+    def refuse(*_a, **_k):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "x"))
+
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", refuse)
+    assert main(cli_args(export, tmp_path)) == 2
+    assert "read-only file system" in error_line(capsys.readouterr().err)
+
+
+SLOW_WRITER = """
+import sys, time
+import pandas as pd
+
+def slow(self, path=None, *a, **k):  # writes a little, then hangs mid-report
+    with open(path, "w") as fh:
+        fh.write("Kernel Name,")
+    print("WRITING", path, flush=True)
+    time.sleep(120)
+
+pd.DataFrame.to_csv = slow
+from jlprof.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def start_slow(export: Path, out: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITER, f"--database={export}", f"--output_path={out}",
+         "--reports=kernel", "--formats=csv", "-v", "quiet"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the write has begun
+    assert line.startswith("WRITING"), (line, proc.stderr.read() if proc.stderr else "")
+    assert outputs.PARTIAL in line  # the writer got the temporary name, not the final one
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_interrupted_write_leaves_no_file(sig, tmp_path, export, reference, capsys) -> None:
+    out = tmp_path / "out"
+    proc = start_slow(export, out)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert not (out / "jlprof_kernel.csv").exists()
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        assert list(out.glob(f".*{outputs.PARTIAL}"))  # the killed writer's temporary file
+    else:
+        assert proc.returncode == 130, err
+        assert err.strip().splitlines()[-1] == "jlprof: interrupted"
+        no_partials(out)
+    # a rerun without -f writes every file whole (nothing "kept") and clears the leftovers
+    assert main(cli_args(export, out)) == 0
+    assert "kept" not in capsys.readouterr().err
+    assert len(same_as_reference(out, reference)) == 16
+    no_partials(out)
+
+
+def test_two_runs_into_one_folder(tmp_path, export, reference, capsys) -> None:
+    """While run A is still writing, run B never "keeps" A's half file: A's is not there yet."""
+    out = tmp_path / "out"
+    slow = start_slow(export, out)
+    try:
+        assert main(cli_args(export, out)) == 0
+        assert "kept" not in capsys.readouterr().err
+    finally:
+        slow.kill()
+        slow.communicate(timeout=60)
+    assert len(same_as_reference(out, reference)) == 16
+
+
+def test_stale_partials_of_dead_processes_only(tmp_path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    mine = outputs.partial_path(tmp_path / "a.csv")
+    theirs = mine.with_name(mine.name.replace(f".{os.getpid()}.", f".{dead.stdout.strip()}."))
+    mine.write_text("still being written")
+    theirs.write_text("left by a killed run")
+    assert outputs.remove_stale_partials(tmp_path) == [theirs]
+    assert mine.exists()
+
+
+def test_atomic_writer_keeps_the_old_file_on_failure(tmp_path) -> None:
+    target = tmp_path / "r.json"
+    target.write_text("old, whole")
+    with pytest.raises(KeyboardInterrupt), outputs.written(target) as tmp:
+        tmp.write_text("new, cut")
+        raise KeyboardInterrupt
+    assert target.read_text() == "old, whole"
+    no_partials(tmp_path)
+
+
+def test_save_db_whole_or_nothing(tmp_path, export, monkeypatch) -> None:
+    prof = jlprof.load(export)
+    import pyarrow.feather as feather
+
+    def boom(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(feather, "write_feather", boom)
+    with pytest.raises(OutputError, match=r"x\.jlprof: no space left .* --save_db"):
+        prof.save(tmp_path / "x.jlprof")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- 3. the Python API raises jlprof's own, documented exception types -----------------------
+
+
+API_CASES = {
+    "iter_start_text": ({"iter_start": "abc"}, OptionError, "iter_start is an iteration number"),
+    "iter_start_fraction": ({"iter_start": 1.7}, OptionError, "got 1.7"),
+    "iter_stop_bool": ({"iter_stop": True}, OptionError, "iter_stop is an iteration number"),
+    "domains_text": ({"domains": "abc"}, OptionError, "domains is a list of NVTX domain names"),
+    "key_node_number": ({"key_node": 5}, OptionError, "key_node is an op name"),
+    "path_none": ({"path": None}, InputError, "path must be a file path"),
+}
+
+
+@pytest.mark.parametrize("name", list(API_CASES))
+def test_api_errors(name, export) -> None:
+    kw, kind, fragment = API_CASES[name]
+    kw = {"path": export, **kw}
+    with pytest.raises(kind) as info:
+        jlprof.load(kw.pop("path"), **kw)
+    assert isinstance(info.value, JlprofError)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_api_write_reports_errors(export, tmp_path) -> None:
+    prof = jlprof.load(export)
+    with pytest.raises(OptionError, match="not a plain file name"):
+        jlprof.load(export, profile_name="../x").write_reports(tmp_path)
+    with pytest.raises(OptionError, match="lists of names"):
+        prof.write_reports(tmp_path, reports="summary")
+    with pytest.raises(OutputError, match="is a file, not a folder"):
+        prof.write_reports(Path(export) / "sub")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_cuda_api_table_through_the_api(tmp_path, export) -> None:
+    db = Path(shutil.copyfile(export, tmp_path / "nort.sqlite"))
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.close()
+    prof = jlprof.load(db)
+    full = jlprof.load(export)
+    assert any("CUPTI_ACTIVITY_KIND_RUNTIME" in w for w in prof.trace.warnings)
+    k, kf = prof.report("kernel"), full.report("kernel")
+    # the GPU side is the same kernels and times (now under unassociated ops); no API side
+    gpu = "Total GPU Time (ns)"
+    pd.testing.assert_series_equal(
+        k.groupby("Kernel Name")[gpu].sum(), kf.groupby("Kernel Name")[gpu].sum()
+    )
+    assert (k["Total API Time (ns)"] == 0).all()
+
+
+def test_summary_json_is_valid_after_the_matrix(reference) -> None:
+    """The reference itself: every JSON report parses (a cut one would not)."""
+    for p in reference.glob("*.json"):
+        json.loads(p.read_text())
