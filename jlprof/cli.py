@@ -71,9 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
         "-m",
         "--mode",
         choices=MODES,
-        default="simple",
+        default=None,
         help="framework of the profiled run; 'pytorch' adds Direction columns and the PyTorch "
-        "expert systems, and annotates a profiled command's ops with jlprof.torch",
+        "expert systems, and annotates a profiled command's ops with jlprof.torch (default: "
+        "pytorch when the trace holds PyTorch markers, else simple)",
     )
     n = p.add_argument_group("Nsight Systems")
     n.add_argument(

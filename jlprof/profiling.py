@@ -30,7 +30,7 @@ def profile_run(
     duration: float | None = None,
     force: bool = False,
     say: Callable[..., None] | None = None,
-    mode: str = "simple",
+    mode: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> tuple[Path, int]:
     """:func:`profile_command`, also returning the profiled program's exit status (the CLI

@@ -140,7 +140,7 @@ class Cube:
     inst_iter: np.ndarray
     gpu_iter: np.ndarray
     op_iter: pd.DataFrame  # index (op, iteration)
-    kernel_iter: pd.DataFrame  # index (kernel, op, iteration)
+    kernel_iter: pd.DataFrame  # index (kernel = long_name code, op, iteration)
     time_iter: pd.DataFrame  # index (lane, iteration): union lengths by category
     correlated: Correlated | None = None
     metrics: InstanceMetrics | None = None
@@ -215,7 +215,7 @@ def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame
             columns=["calls", "gpu_sum", "gpu_min", "gpu_max", "api_sum", "api_min", "api_max"],
             dtype="int64",
         )
-    kname = g["name"].cat.codes.to_numpy(np.int64)
+    kname = g["long_name"].cat.codes.to_numpy(np.int64)  # kernel identity: the demangled name
     op = np.where(
         g["inst"].to_numpy() >= 0,
         c.inst["op"].to_numpy(np.int64)[np.maximum(g["inst"].to_numpy(), 0)],
@@ -280,8 +280,13 @@ def _flatten_to_groups(
     spread: tuple[np.ndarray, np.ndarray],
     n_pairs: int,
     nk: int,
+    lane: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Union length, first start and last end of GPU work per (group, iteration) key.
+
+    With ``lane`` (each interval's GPU), the union is taken per GPU and summed across GPUs
+    (guide §10.8: on several GPUs a group's GPU time is their sum): each GPU's intervals are
+    moved to a time window of their own, so intervals on different GPUs never merge.
 
     ``pair`` indexes each interval's (path, iteration) pair (-1: none); ``spread`` = (pair
     row, key) lists every pair once per group node above its path. Work is summed per pair
@@ -296,6 +301,10 @@ def _flatten_to_groups(
         return np.zeros(nk, np.int64), first, last
     pair, start, alone = pair[keep], start[keep], alone[keep]
     end = np.maximum(end[keep], start)
+    shift = np.zeros(len(start), dtype=np.int64)
+    if lane is not None and len(start) and int(lane.max()) > 0:
+        t0, width = int(start.min()), int(end.max() - start.min()) + 1
+        shift = (np.asarray(lane)[keep] * width - t0).astype(np.int64)
     p_alone = np.bincount(pair[alone], weights=(end - start)[alone], minlength=n_pairs)
     p_first = np.full(n_pairs, np.iinfo(np.int64).max)
     p_last = np.full(n_pairs, np.iinfo(np.int64).min)
@@ -307,7 +316,7 @@ def _flatten_to_groups(
     gpu = np.bincount(kinv, weights=p_alone[r], minlength=nk)
     rest = ~alone
     if rest.any():
-        k1, s1, e1 = intervals.merge(pair[rest], start[rest], end[rest])
+        k1, s1, e1 = intervals.merge(pair[rest], start[rest] + shift[rest], end[rest] + shift[rest])
         # each merged piece once per key of its pair: the spread rows of pair k1 form one run
         bounds = np.searchsorted(r, np.arange(n_pairs + 1))
         piece, row = intervals.expand_runs(bounds[k1], bounds[k1 + 1] - bounds[k1])
@@ -349,11 +358,14 @@ def _group_iter(
     inst_path = c.inst["path"].to_numpy(np.int64)
     op = c.inst["op"].to_numpy(np.int64)
     elig = c.ops["tc_eligible"].to_numpy(bool)[op]
+    par = c.paths["parent"].to_numpy(np.int64)
+    leaf = np.ones(len(par), dtype=bool)
+    leaf[par[par >= 0]] = False  # "No. Calls Aggregated" counts the calls of leaf nodes
     uses = m.tc_gpu_ns > 0
     # per (path, iteration) sums, then spread to the group nodes above each path
     pk, pinv = _factorize(inst_path * n_it + inst_iter)
     per_path = {
-        "calls": np.bincount(pinv, minlength=len(pk)),
+        "calls": np.bincount(pinv, weights=leaf[inst_path], minlength=len(pk)),
         "api": np.bincount(pinv, weights=m.api_ns, minlength=len(pk)),
         "elig": np.bincount(pinv, weights=elig, minlength=len(pk)),
         "tc": np.bincount(pinv, weights=elig & uses, minlength=len(pk)),
@@ -405,6 +417,7 @@ def _group_iter(
         (r, kinv),
         len(pk),
         nk,
+        gpu_lanes(c)[0],
     )
     span = np.where(last > first, last - first, 0)
     # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on

@@ -7,7 +7,8 @@ frame      correlation columns
 =========  ===========================================================================
 ``inst``   one row per op instance: NVTX ranges, then synthetic ``unassociated_*`` ones;
            ``op`` (row of ``ops``), ``parent`` (row of ``inst``), ``path`` (row of ``paths``),
-           ``cpu_ns`` (range duration, or the share of an API call for synthetic ones)
+           ``cpu_ns`` (range duration, or the share of an API call for synthetic ones),
+           ``instance_no`` (``Batch 17`` -> 17, else -1)
 ``api``    ``inst``: innermost enclosing push/pop range on the same thread, else the
            synthetic instance it created
 ``gpu``    ``api``: launching call (same correlationId **and** process); ``inst``: op instance
@@ -28,8 +29,9 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals, schema
-from jlprof.engine.ops import parse_texts, unassociated_name
+from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
+from jlprof.engine.torch_ops import label_names, range_labels, tops
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
 
 NONE = -1
@@ -52,6 +54,7 @@ class Correlated:
     range_lane: np.ndarray | None = None  # nesting lane (thread x domain) per range, -1 none
     lane_tid: np.ndarray | None = None
     lane_dom: np.ndarray | None = None
+    markers: frozenset[str] = frozenset()  # PyTorch marker formats seen: emit_nvtx, pyprof, jlprof
 
 
 class _Keys:
@@ -244,6 +247,13 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         p = _nest(n_lane, n_start, n_end, n_order)
         r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
 
+    # ---- range texts, parsed once each; emit_nvtx chains work for their outermost range
+    text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
+    parsed = parse_texts(list(text_cats))
+    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
+    r_top = tops(is_call[text_code], r_parent)
+
     # ---- API call -> innermost range on its thread (latest-starting across domains)
     a_start = api["start_ns"].to_numpy(np.int64)
     a_end = api["end_ns"].to_numpy(np.int64)
@@ -263,6 +273,10 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
                 (a_inst < 0) | (r_start[np.maximum(c, 0)] > r_start[np.maximum(a_inst, 0)])
             )
             a_inst[better] = c[better]
+
+    if len(a_inst) and len(r_top):  # a call in nested emit_nvtx ranges: the outermost's
+        in_top = (a_inst >= 0) & (r_top[np.maximum(a_inst, 0)] >= 0)
+        a_inst[in_top] = r_top[a_inst[in_top]]
 
     # ---- GPU work -> API call: same correlationId in the same process
     g_api = np.full(len(gpu), NONE, dtype=np.int64)
@@ -308,9 +322,20 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     u_start = _pick(a_start, ug_api, g_start[un_gpu])
     u_end = _pick(a_end, ug_api, g_end[un_gpu])
 
-    # ---- op identity: parse unique texts, then synthetic names
-    text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
-    parsed = parse_texts(list(text_cats))
+    # ---- op identity: each range's label (parsed texts), then synthetic names
+    r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64)
+    labels, r_label = range_labels(parsed, text_code, r_parent, r_top, r_start, r_pid)
+    by_type = parsed.iloc[labels["type_text"].to_numpy()].reset_index(drop=True)
+    named = label_names(parsed, labels)
+    direction = np.where(labels["bprop"], "bprop", by_type["direction"].to_numpy(object))
+    lab_ops = pd.DataFrame(
+        {
+            "op_name": named,
+            "op_type": by_type["op_type"].to_numpy(object),
+            "direction": direction,
+            "op_id": np.where(direction != "", named + ":" + direction, named),
+        }
+    )
     # names of the unassociated rows only (not 1M-row object arrays)
     un_names = np.concatenate(
         [
@@ -318,7 +343,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             np.asarray(gpu["name"].array.take(un_gpu), dtype=object),
         ]
     ).astype(str)
-    op_frames = [parsed[["op_name", "op_type", "direction", "op_id"]]]
+    op_frames = [lab_ops]
     un_uniq, un_inv = np.unique(un_names, return_inverse=True)
     op_frames.append(
         pd.DataFrame(
@@ -338,16 +363,14 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     if not len(ops):
         ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
     ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
-    _annotation_columns(ops, parsed, op_code[: len(parsed)])
-    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    inst_op = np.concatenate(
-        [op_code[: len(parsed)][text_code], op_code[len(parsed) :][un_inv]]
-    ).astype(np.int64)
+    n_lab = len(labels)
+    _annotation_columns(ops, by_type, op_code[:n_lab])
+    inst_op = np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]).astype(np.int64)
 
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
     op_abs = np.full(len(ops), "", dtype=object)
-    op_abs[op_code[: len(parsed)]] = parsed["abs_path"].to_numpy(object)
+    op_abs[op_code[:n_lab]] = [abs_path(str(name)) for name in named]
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
     cpu_ns = np.concatenate(
@@ -370,6 +393,9 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
             "synthetic": np.arange(n_inst) >= n_r,
             "event_type": np.concatenate(
                 [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
+            ),
+            "instance_no": np.concatenate(  # "Batch 17" is op "Batch #", instance 17
+                [parsed["instance_no"].to_numpy(np.int64)[text_code], np.full(n_inst - n_r, -1)]
             ),
         },
         copy=False,
@@ -403,6 +429,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         range_lane=lane,
         lane_tid=np.asarray(lane_tid, np.int64),
         lane_dom=np.asarray(lane_dom, np.int64),
+        markers=_markers(parsed),
     )
 
 
@@ -427,6 +454,18 @@ def _annotation_columns(ops: pd.DataFrame, parsed: pd.DataFrame, text_op: np.nda
         vals = ops[col].to_numpy(object)
         vals[first["op"].to_numpy()] = first[col].to_numpy(object)
         ops[col] = vals
+
+
+def _markers(parsed: pd.DataFrame) -> frozenset[str]:
+    """The PyTorch marker formats among the range texts (the analysis mode follows them)."""
+    found = set()
+    if parsed["torch_op"].any():
+        found.add("emit_nvtx")
+    if (parsed["pyprof"] != "").any():
+        found.add("pyprof")
+    if ((parsed["direction"] != "") & ~parsed["torch_op"] & (parsed["pyprof"] == "")).any():
+        found.add("jlprof")
+    return frozenset(found)
 
 
 def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -4,12 +4,21 @@ Parsing runs once per *unique* text (a categorical's categories), never per rang
 
 Formats understood, in order:
 
-* pyprof / apex dict strings: ``{'mod': 'torch', 'op': 'conv2d', 'args': [...]}`` -> type ``conv2d``
+* pyprof / DLProf-plugin dict strings (``jlprof.engine.pyprof``):
+  ``{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [...]}`` -> name
+  ``torch.nn.functional.conv2d`` (the enclosing call's ``funcStack`` module path when there is
+  one, ``jlprof.engine.torch_ops``), type ``conv2d``, shapes and dtype of the tensor arguments
+* PyTorch ``emit_nvtx`` texts (``jlprof.engine.emit_nvtx``): ``aten::mul, seq = 45, op_id = 9``
+  -> name ``aten::mul``, type ``mul``, fprop; backward nodes -> bprop (linked to their forward
+  op by ``jlprof.engine.torch_ops``); ``sizes =`` -> input shapes
 * jlprof annotations (``jlprof.torch``, format in ``docs/pytorch.md``):
   ``/Net/conv1/convolution [aten::convolution|fprop|float32|[[8,3,16,16],[4,3,3,3],[4]]]``
   -> type ``convolution``, direction, data type, input shapes, optional ``bwd=``/``stack=``
 * ``/``-scoped names (TensorFlow, DLProf PyTorch): ``/a/b(2)/conv1d`` -> levels ``a, b(2), conv1d``,
   type ``conv1d`` (the ``(N)`` repeat suffix of guide §11.1 is dropped from the type)
+* instance-numbered user ranges: ``Batch 17``, ``Epoch #2`` -> name ``Batch #`` (one op, one
+  group node, one key-node candidate), type ``Batch``; the number is kept per instance
+  (``instance_no``)
 * anything else: the text is the name and the type.
 
 Op ID is the op name in simple mode; with a direction (PyTorch) it is ``name:direction``
@@ -23,8 +32,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from jlprof.engine import emit_nvtx, pyprof
+
 _REPEAT = re.compile(r"\(\d+\)$")
-_PYPROF_OP = re.compile(r"""['"]op['"]\s*:\s*['"]([^'"]+)['"]""")
+_NUMBERED = re.compile(r"^(?P<base>[A-Za-z][\w.-]*(?: [A-Za-z][\w.-]*)*) #?(?P<no>\d+)$")
+NUMBER_MARK = " #"  # "Batch 17" -> "Batch #"
 _DIRECTIONS = ("fprop", "bprop")
 COLUMNS = [
     "op_name",
@@ -71,27 +83,42 @@ def parse_annotation(text: str) -> dict[str, str] | None:
     return out
 
 
-def _parse_one(text: str) -> tuple[str, ...]:
-    """COLUMNS for one range text."""
+def _parse_one(
+    text: str, e: emit_nvtx.EmitNvtx | None = None, pp: pyprof.PyProf | None = None
+) -> tuple[str, ...]:
+    """COLUMNS for one range text (``e``, ``pp``: its emit_nvtx or pyprof parse, if any)."""
     name, op_type, direction = text, "", ""
-    if text.startswith("{"):
-        m = _PYPROF_OP.search(text)
-        op_type = m.group(1) if m else "pyprof"
-        return text, op_type, "", "", "", "", "", ""
+    if pp is not None:
+        direction = "fprop" if pp.kind == "op" else ""
+        return (pp.name, pp.op_type, direction, abs_path(pp.name), pp.data_type,
+                pp.input_shapes, pp.stack_trace, "")  # fmt: skip
+    if text.startswith("{"):  # a dict marker of another kind: its text is the name
+        return text, "pyprof", "", "", "", "", "", ""
     extra = ("", "", "", "")
+    if e is not None:
+        name = e.node or e.name
+        return (name, e.op_type, "bprop" if e.node else "fprop", "", "", e.sizes, "", "")
     ann = parse_annotation(text)
     if ann is not None:
         name = ann["op_name"]
         op_type = ann["op_type"].removeprefix("aten::")
         direction = ann["direction"]
         extra = (ann["data_type"], ann["input_shapes"], ann["stack_trace"], ann["bwd_op"])
-    path = ""
-    if name.startswith("/") and len(name) > 1:
-        path = "/" + "/".join(p for p in name.split("/") if p)
+    path = abs_path(name)
+    numbered = _NUMBERED.match(name) if not (path or ann) else None
+    if numbered:
+        return (numbered.group("base") + NUMBER_MARK, numbered.group("base"), "", "", *extra)
     if not op_type:
         last = name.rstrip("/").rsplit("/", 1)[-1] or name
         op_type = _REPEAT.sub("", last)
     return (name, op_type, direction, path, *extra)
+
+
+def abs_path(name: str) -> str:
+    """The hierarchy path of a ``/``-scoped name ('' for a relative one)."""
+    if name.startswith("/") and len(name) > 1:
+        return "/" + "/".join(p for p in name.split("/") if p)
+    return ""
 
 
 def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
@@ -100,13 +127,41 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     ``abs_path`` is the hierarchy path for ``/``-scoped names ('' when the name is relative,
     in which case the NVTX nesting gives the hierarchy). ``data_type``, ``input_shapes``,
     ``stack_trace`` and ``bwd_op`` come from ``jlprof.torch`` texts ('' otherwise).
+    ``torch_op``, ``torch_call``, ``seq`` and ``bwd_node`` describe emit_nvtx texts (False,
+    False, -1, False otherwise); ``pyprof`` is the kind of a pyprof marker (``op``,
+    ``module``, ``trace``, ``config``; '' otherwise) and ``func_stack`` its module path.
+    ``instance_no`` is the number of an instance-numbered range (``Batch 17`` -> 17; -1
+    otherwise).
     """
-    rows = [_parse_one(str(t)) for t in texts]
+    texts = [str(t) for t in texts]
+    marks = [emit_nvtx.parse(t) for t in texts]
+    pps = [pyprof.parse(t) if t.startswith("{") else None for t in texts]
+    rows = [_parse_one(t, m, q) for t, m, q in zip(texts, marks, pps, strict=True)]
     df = pd.DataFrame(rows, columns=COLUMNS)
+    # pyprof: which marker (the op call holds the work; the call site above names it)
+    df["pyprof"] = pd.Series([q.kind if q else "" for q in pps], dtype=object)
+    df["func_stack"] = pd.Series([q.func_stack if q else "" for q in pps], dtype=object)
+    # emit_nvtx: the range is a PyTorch op call (nesting merges), seq, backward node
+    df["torch_op"] = np.array([m is not None for m in marks], dtype=bool)
+    df["torch_call"] = np.array([m is not None and m.is_call for m in marks], dtype=bool)
+    df["seq"] = np.array([m.seq if m else -1 for m in marks], dtype=np.int64)
+    df["bwd_node"] = np.array([bool(m and m.node) for m in marks], dtype=bool)
+    df["instance_no"] = np.array(
+        [
+            _instance_no(t) if r[0].endswith(NUMBER_MARK) else -1
+            for t, r in zip(texts, rows, strict=True)
+        ],
+        dtype=np.int64,
+    )
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )
     return df
+
+
+def _instance_no(text: str) -> int:
+    m = _NUMBERED.match(text)
+    return int(m.group("no")) if m else -1
 
 
 def unassociated_name(name: str) -> str:

@@ -50,8 +50,9 @@ T = TypeVar("T")
 def check_options(key_node: Any, iter_start: Any, iter_stop: Any, domains: Any, mode: Any) -> None:
     """Types and values of the analysis options, checked before any trace is read; raises
     :class:`OptionError` (:class:`AnalysisError` for an unknown mode) instead of a raw
-    ``TypeError`` later, and never truncates ``iter_start=1.7`` silently."""
-    if mode not in MODES:
+    ``TypeError`` later, and never truncates ``iter_start=1.7`` silently. ``mode`` None: from
+    the trace (:class:`Profile`)."""
+    if mode is not None and mode not in MODES:
         raise AnalysisError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}.")
     if key_node is not None and not isinstance(key_node, str):
         raise OptionError(f"key_node is an op name or op ID (a str), got {key_node!r}.")
@@ -87,19 +88,21 @@ class Profile:
         iter_start: int | None = None,
         iter_stop: int | None = None,
         domains: list[str] | None = None,
-        mode: str = "simple",
+        mode: str | None = None,
         profile_name: str = "jlprof",
         progress: Callable[[str], None] | None = None,
     ) -> None:
         check_options(key_node, iter_start, iter_stop, domains, mode)
         say = progress or (lambda _m: None)
         self.trace = trace
-        self.mode = mode
+        self.mode = mode or "simple"
         self.profile_name = profile_name
         self.domains = domains
         say("correlating GPU work, API calls and NVTX ranges")
         with heavy_stage():  # correlation and the first cube reuse each other's memory
             self.correlated: Correlated = correlate(trace, domains)
+            if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
+                self.mode = "pytorch"
             self.metrics: InstanceMetrics = instance_metrics(self.correlated)
             self._cubes: dict[str | None, Cube] = {}
             # per (what, key node, range): small frames; str keys: per-profile orderings
@@ -206,15 +209,22 @@ class Profile:
 
     @property
     def kernel_flags(self) -> pd.DataFrame:
-        """uses_tc / is_memory per kernel-name code (computed once, not per report)."""
+        """Per distinct kernel (demangled-name code, as ``nsys stats -r gpukernsum`` tells
+        kernels apart): uses_tc, is_memory and the short name shown beside it. Computed once,
+        not per report; a verdict is never shared between namesakes."""
 
         def build() -> pd.DataFrame:
             g = self.correlated.gpu
-            codes = g["name"].cat.codes.to_numpy()
-            n = len(g["name"].cat.categories)
+            codes = g["long_name"].cat.codes.to_numpy()
+            n = len(g["long_name"].cat.categories)
             tc = np.bincount(codes, weights=g["uses_tc"].to_numpy(bool), minlength=n) > 0
             mem = np.bincount(codes, weights=g["is_memory"].to_numpy(bool), minlength=n) > 0
-            return pd.DataFrame({"uses_tc": tc, "is_memory": mem})
+            names = np.full(n, "", dtype=object)
+            seen, first = np.unique(codes, return_index=True)  # each kernel's first row
+            ok = seen >= 0
+            short = g["name"].cat.categories.to_numpy(object)
+            names[seen[ok]] = short[g["name"].cat.codes.to_numpy()[first[ok]]]
+            return pd.DataFrame({"uses_tc": tc, "is_memory": mem, "short_name": names})
 
         return self.once("kflags", build)
 
@@ -228,11 +238,13 @@ class Profile:
 
     def framework(self) -> str:
         """Framework seen in the annotations (System Config's Framework row)."""
-        texts = self.correlated.ops["op_name"].astype(str)
-        if (texts.str.startswith("{'")).any():
+        found = self.correlated.markers
+        if "pyprof" in found:
             return "PyTorch (pyprof annotations)"
-        if (self.correlated.ops["direction"] != "").any():
+        if "jlprof" in found:
             return "PyTorch (jlprof.torch annotations)"
+        if "emit_nvtx" in found:
+            return "PyTorch (emit_nvtx)"
         if self.mode == "pytorch":
             return "PyTorch"
         return ""
@@ -328,12 +340,16 @@ def load(
     iter_start: int | None = None,
     iter_stop: int | None = None,
     domains: list[str] | None = None,
-    mode: str = "simple",
+    mode: str | None = None,
     profile_name: str = "jlprof",
     progress: Callable[[str], None] | None = None,
     use_connectorx: bool | None = None,
 ) -> Profile:
-    """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database."""
+    """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database.
+
+    ``mode`` None: ``pytorch`` when the trace holds PyTorch markers (emit_nvtx, DLProf/PyProf
+    plugin, ``jlprof.torch``), else ``simple``; a mode given always wins.
+    """
     from jlprof.engine.store import read_any
 
     if not isinstance(path, (str, os.PathLike)):

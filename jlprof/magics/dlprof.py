@@ -190,8 +190,9 @@ class DlprofMagics(Magics):
         "-m",
         "--mode",
         choices=opt.MODES,
-        default="simple",
-        help="framework; pytorch also annotates PyTorch ops in the sidecar (jlprof.torch)",
+        default=None,
+        help="framework; pytorch also annotates PyTorch ops in the sidecar (jlprof.torch); "
+        "default: pytorch when the trace holds PyTorch markers, else simple",
     )
     @argument(
         "--domains",

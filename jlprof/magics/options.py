@@ -51,7 +51,7 @@ class RunOptions:
     nsys_base_name: str = "nsys_profile"
     force: bool = False
     verbosity: str = "normal"
-    mode: str = "simple"
+    mode: str | None = None  # None: from the trace (pytorch when it holds PyTorch markers)
     domains: list[str] | None = None
     setup: bool = False
     database: Path | None = None

@@ -110,6 +110,16 @@ def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
     from jlprof.reports.tables import duration_breakdown
 
     labels = p.gpu_labels
+    if not len(p.correlated.gpu):
+        return [
+            Finding(
+                "Underutilized GPU Detector",
+                "No GPU work was captured: the profile holds no kernels, copies or memsets.",
+                "Profile with CUDA tracing (nsys profile -t cuda,nvtx) on a machine whose GPU "
+                "the program uses; check that the model and data are moved to the GPU.",
+                {"gpu_activities": 0, "visible_gpus": len(labels)},
+            )
+        ]
     if not labels:
         return []
     util = duration_breakdown(p, lo, hi)["gpu_util"].to_numpy()

@@ -122,12 +122,14 @@ def _build_kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     comb = combine(p.cube.kernel_iter, ["kernel", "op"], lo, hi)
     if comb.empty:
         return comb
-    names = p.correlated.gpu["name"].cat.categories.to_numpy(object)
+    long_names = p.correlated.gpu["long_name"].cat.categories.to_numpy(object)
     k = comb.index.get_level_values("kernel").to_numpy()
     op = comb.index.get_level_values("op").to_numpy()
     comb = comb.reset_index(drop=True)
-    comb["kernel_name"] = names[k]
     flags = p.kernel_flags
+    comb["kernel"] = k
+    comb["kernel_name"] = flags["short_name"].to_numpy(object)[k]
+    comb["long_kernel_name"] = long_names[k]
     comb["uses_tc"] = flags["uses_tc"].to_numpy()[k]
     comb["is_memory"] = flags["is_memory"].to_numpy()[k]
     ops = p.correlated.ops
@@ -138,7 +140,12 @@ def _build_kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
 
 
 def kernel(p: Profile, lo: int, hi: int) -> pd.DataFrame:
-    """Guide §10.5: one row per (kernel, op); API time is the launching call's share."""
+    """Guide §10.5: one row per (kernel, op); API time is the launching call's share.
+
+    A kernel is its demangled name (``Long Kernel Name``), as ``nsys stats -r gpukernsum``
+    tells kernels apart: template instantiations sharing a short name stay separate rows,
+    each with its own Tensor Core verdict. ``Kernel Name`` is the short name, for display.
+    """
     df = _kernel_frame(p, lo, hi)
     if df.empty:
         return pd.DataFrame(columns=_kernel_columns(p))
@@ -153,6 +160,7 @@ def kernel(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     cols["Uses TC"] = df["uses_tc"].to_numpy(bool)
     cols.update(_stats(df, "gpu", "GPU Time", calls))
     cols.update(_stats(df, "api", "API Time", calls))
+    cols["Long Kernel Name"] = df["long_kernel_name"].to_numpy()
     out = pd.DataFrame(cols)
     return out.sort_values("Total GPU Time (ns)", ascending=False, kind="stable").reset_index(
         drop=True
@@ -164,7 +172,7 @@ def _kernel_columns(p: Profile) -> list[str]:
     cols.append("Uses TC")
     for label in ("GPU Time", "API Time"):
         cols += [f"{s} {label} (ns)" for s, _ in STATS]
-    return cols
+    return [*cols, "Long Kernel Name"]
 
 
 def tensor(p: Profile, lo: int, hi: int) -> pd.DataFrame:
@@ -192,10 +200,11 @@ def tensor(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     if sel.empty:
         return pd.DataFrame(columns=cols)
     if kf.empty:
-        names = pd.DataFrame(columns=["op", "uses_tc", "kernel_name"])
+        names = pd.DataFrame(columns=["op", "uses_tc", "long_kernel_name"])
     else:
-        names = kf.loc[~kf["is_memory"], ["op", "uses_tc", "kernel_name"]]
-    by = names.groupby(["op", "uses_tc"])["kernel_name"].agg(lambda s: sorted(set(s)))
+        names = kf.loc[~kf["is_memory"], ["op", "uses_tc", "long_kernel_name"]]
+    # distinct kernels (demangled names): namesakes are counted and listed apart
+    by = names.groupby(["op", "uses_tc"])["long_kernel_name"].agg(lambda s: sorted(set(s)))
     tc_names = [by.get((o, True), []) for o in sel.index]
     non_names = [by.get((o, False), []) for o in sel.index]
     gpu = sel["kernel_sum"].astype(np.int64)
@@ -471,7 +480,7 @@ def all_kernels(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     kf = _kernel_frame(p, lo, hi)
     if kf.empty:
         kf = pd.DataFrame(
-            {"kernel_name": [], "uses_tc": [], "is_memory": [], "gpu_sum": [], "api_sum": []}
+            {"kernel": [], "uses_tc": [], "is_memory": [], "gpu_sum": [], "api_sum": []}
         )
     tc = kf["uses_tc"].astype(bool)
     mem = kf["is_memory"].astype(bool)
@@ -486,7 +495,7 @@ def all_kernels(p: Profile, lo: int, hi: int) -> pd.DataFrame:
             name: {
                 "GPU Time (ns)": int(kf["gpu_sum"][m].sum()),
                 "CPU Time (ns)": int(kf["api_sum"][m].sum()),
-                "# Kernels": int(kf["kernel_name"][m].nunique()),
+                "# Kernels": int(kf["kernel"][m].nunique()),
             }
             for name, m in rows.items()
         }

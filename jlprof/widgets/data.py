@@ -165,6 +165,7 @@ def kernels(p: Profile, lo: int, hi: int, node: str | None = None) -> pd.DataFra
             "Calls": calls,
             "Total GPU Time (ns)": gpu,
             "Avg. GPU Time (ns)": np.round(gpu / np.maximum(calls, 1), 1),
+            "Long Kernel Name": kf["long_kernel_name"].to_numpy(object),  # the identity
         }
     )
     if node:
@@ -175,7 +176,7 @@ def kernels(p: Profile, lo: int, hi: int, node: str | None = None) -> pd.DataFra
 
 KERNEL_TABLE_COLUMNS = [
     "Kernel Name", "Op ID", "Op Name", "Uses TC", "Calls", "Total GPU Time (ns)",
-    "Avg. GPU Time (ns)",
+    "Avg. GPU Time (ns)", "Long Kernel Name",
 ]  # fmt: skip
 
 

@@ -259,13 +259,15 @@ class Views:
             autosize_mode=TABLE_SIZING,
         )
         self.kernel_src = ColumnDataSource(
-            {k: [] for k in ("kernel", "op", "calls", "gpu_ms", "avg_us", "uses_tc")}
+            {k: [] for k in ("kernel", "long", "op", "calls", "gpu_ms", "avg_us", "uses_tc")}
         )
+        # namesakes (template instantiations) are separate rows: the full name on hover
+        long_name = HTMLTemplateFormatter(template='<span title="<%- long %>"><%- value %></span>')
         self.kernel_title = Div(text="<b>Kernels</b> (all ops)")
         self.kernel_table = DataTable(
             source=self.kernel_src,
             columns=[
-                TableColumn(field="kernel", title="Kernel", width=170),
+                TableColumn(field="kernel", title="Kernel", width=170, formatter=long_name),
                 TableColumn(field="op", title="Op", width=105),
                 TableColumn(field="calls", title="Calls", width=45),
                 TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=60),
@@ -434,6 +436,7 @@ class Views:
         rows_before = len(self.kernel_src.data["kernel"])
         self.kernel_src.data = {
             "kernel": k["Kernel Name"].astype(str).to_numpy(object),
+            "long": k["Long Kernel Name"].astype(str).to_numpy(object),
             "op": k["Op Name"].astype(str).map(short).to_numpy(object),
             "calls": k["Calls"].to_numpy(np.int64),
             "gpu_ms": k["Total GPU Time (ns)"].to_numpy(np.int64) / 1e6,

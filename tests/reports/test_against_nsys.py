@@ -216,6 +216,14 @@ def check_gpukernsum(case: Case) -> int:
     )
     pd.testing.assert_frame_equal(m.sort_index(), t.sort_index(), check_names=False)
     assert int(theirs["Instances"].sum()) == len(kern)
+    # the kernel report: one kernel per demangled name, as gpukernsum tells them apart
+    kr_all = prof.report("kernel")
+    kr_long = kr_all[~kr_all["Kernel Name"].astype(str).isin(memory_names(prof))]
+    by_long = kr_long.groupby(kr_long["Long Kernel Name"].astype(str))["Total GPU Time (ns)"]
+    assert by_long.sum().sort_index().to_dict() == t["total"].sort_index().to_dict()
+    # a Tensor Core verdict per distinct kernel: namesakes never share one by name only
+    verdicts = kr_long.groupby(kr_long["Long Kernel Name"].astype(str))["Uses TC"].nunique()
+    assert (verdicts == 1).all()
     assert int(theirs["Total Time (ns)"].sum()) == int(kern["GPU Time (ns)"].sum())
 
     # short names: nsys' gpukernsum:base vs jlprof's kernel report (one row per kernel x op)
