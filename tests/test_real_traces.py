@@ -1,4 +1,4 @@
-"""Every real third-party export (shared/data/real): reads completely, both fetch paths agree,
+"""Every real third-party export (tests/data/real): reads completely, both fetch paths agree,
 and all eight reports build in a few seconds.
 
 The exports come from other people's machines (nsys 2021.1 to 2025.5, Jetson to H200); see
@@ -21,7 +21,7 @@ import jlprof
 from jlprof.engine import schema
 from jlprof.engine.profile import REPORTS, Profile
 from jlprof.engine.read import read_trace
-from tests.fixtures.scenarios import REAL_DATA_MISSING, real_traces
+from tests.fixtures.scenarios import real_traces
 
 REAL = real_traces()
 LOAD_LIMIT_S = 5.0  # the largest export here reads and correlates in about 0.3 s
@@ -52,12 +52,8 @@ class Loaded:
 _cache: dict[Path, Loaded] = {}
 
 
-@pytest.fixture(
-    scope="module", params=REAL or [None], ids=[p.parent.name for p in REAL] or ["none"]
-)
+@pytest.fixture(scope="module", params=REAL, ids=[p.parent.name for p in REAL])
 def real(request) -> Loaded:
-    if request.param is None:
-        pytest.skip(REAL_DATA_MISSING)
     if request.param not in _cache:
         _cache[request.param] = Loaded(request.param)
     return _cache[request.param]

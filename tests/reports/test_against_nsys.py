@@ -29,7 +29,7 @@ from jlprof.engine import schema
 from jlprof.engine.nvtxsum import kernel_range_pairs, range_kernel_summary
 from jlprof.engine.profile import Profile
 from tests.fixtures.nsys_stats import nsys_path
-from tests.fixtures.scenarios import REAL_DATA_MISSING, real_traces, rich_db
+from tests.fixtures.scenarios import real_traces, rich_db
 
 pytestmark = [
     pytest.mark.nsys,
@@ -94,12 +94,8 @@ def rich(tmp_path_factory: pytest.TempPathFactory) -> Case:
 _real_cache: dict[Path, Case] = {}
 
 
-@pytest.fixture(
-    scope="module", params=REAL or [None], ids=[p.parent.name for p in REAL] or ["none"]
-)
+@pytest.fixture(scope="module", params=REAL, ids=[p.parent.name for p in REAL])
 def real(request, tmp_path_factory: pytest.TempPathFactory) -> Case:
-    if request.param is None:
-        pytest.skip(REAL_DATA_MISSING)
     if request.param not in _real_cache:
         _real_cache[request.param] = Case(request.param, tmp_path_factory.mktemp("nsys_real"))
     return _real_cache[request.param]
