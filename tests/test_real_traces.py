@@ -27,13 +27,6 @@ REAL = real_traces()
 LOAD_LIMIT_S = 5.0  # the largest export here reads and correlates in about 0.3 s
 REPORT_LIMIT_S = 3.0  # the slowest report (group_node on 1000-deep pyprof nesting) takes ~1 s
 
-try:
-    import connectorx  # noqa: F401
-
-    HAVE_CX = True
-except ImportError:  # pragma: no cover
-    HAVE_CX = False
-
 
 class Loaded:
     def __init__(self, path: Path) -> None:
@@ -130,7 +123,6 @@ def test_correlation_respects_processes(real: Loaded) -> None:
     assert (g["global_pid"].to_numpy()[linked] == api["global_pid"].to_numpy()[a]).all()
 
 
-@pytest.mark.skipif(not HAVE_CX, reason="connectorx is not installed (pip install jlprof[fast])")
 def test_connectorx_and_sqlite3_agree(real: Loaded) -> None:
     fast = real.prof.trace  # jlprof.load reads through connectorx when it is installed
     slow = read_trace(real.path, use_connectorx=False)
