@@ -365,6 +365,9 @@ def test_profile_imports_and_exports(whole_run: tuple[jn.ProfileResult, Path, li
     assert any(line.startswith("Profiling with nsys: ") for line in lines)
     if result.recordings:  # Debian's nsys: jlprof ran the importer itself
         assert any(line.startswith("Importing run.qdstrm") for line in lines)
+        # nsys's own complaint about its importer is replaced by one note saying what jlprof did
+        assert lines.count(jn.IMPORTER_NOTE) == 1
+    assert not [ln for ln in lines if "importer" in ln.lower() and ln != jn.IMPORTER_NOTE]
 
 
 @pytest.mark.nsys
