@@ -31,15 +31,23 @@ format:
 # One pytest run (one summary line for CI): the tests, plus the notebooks re-run by nbval and
 # compared with their saved outputs (notebooks/sanitize.cfg blanks timings, paths, run folders).
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+# The last line says what ran and where the full log is (pytest's own summary line stays above it).
+TEST_LOG ?= .cache/make-test.log
 test: install lint
-	@$(PY) -m pytest -v tests notebooks $(NBVAL); status=$$?; \
+	@mkdir -p $(dir $(TEST_LOG))
+	@{ $(PY) -m pytest -v tests notebooks $(NBVAL); echo $$? > $(TEST_LOG).status; } 2>&1 \
+	    | tee $(TEST_LOG); status=$$(cat $(TEST_LOG).status); \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; fi; \
+	summary=$$(grep -E '^=+ .* in [0-9.]+s' $(TEST_LOG) | tail -n 1 | sed -E 's/^=+ //; s/ =+$$//'); \
+	echo "make test: lint ok; pytest (tests/ + notebooks/ via nbval): $${summary:-no summary}" \
+	    "(exit $$status); full log $(TEST_LOG), real traces decompressed in .cache/real/"; \
 	exit $$status
 
 demo: install
 	$(PY) notebooks/execute.py notebooks/quickstart.ipynb $(DEMO_OUT)
-	@echo "executed notebook: $(DEMO_OUT)/quickstart.ipynb; reports and raw nsys files in" \
-	    "$(DEMO_OUT)/jlprof_runs/<run>/ (open the notebook in JupyterLab to see the outputs)"
+	@run=$$(ls -td $(DEMO_OUT)/jlprof_runs/*/ 2>/dev/null | head -n 1); \
+	echo "make demo: ran notebooks/quickstart.ipynb end to end (%%dlprof under nsys): executed" \
+	    "notebook $(DEMO_OUT)/quickstart.ipynb, reports and raw nsys files in $${run:-$(DEMO_OUT)/jlprof_runs/}"
 
 bench: install
 	$(PY) bench/run_bench.py

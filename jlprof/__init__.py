@@ -20,6 +20,15 @@ def load(path: str, **options: Any) -> Profile:
     return _load(path, **options)
 
 
+def __getattr__(name: str) -> Any:
+    """``jlprof.Profile``, imported on first use: ``import jlprof`` stays free of pandas."""
+    if name == "Profile":
+        from jlprof.engine.profile import Profile
+
+        return Profile
+    raise AttributeError(f"module 'jlprof' has no attribute {name!r}")
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%%dlprof``/``%dlprof``; imported lazily so scripts never pay for IPython."""
     from jlprof.magics import register
@@ -27,4 +36,4 @@ def load_ipython_extension(ipython: Any) -> None:
     register(ipython)
 
 
-__all__ = ["__version__", "load", "load_ipython_extension"]
+__all__ = ["Profile", "__version__", "load", "load_ipython_extension"]

@@ -434,6 +434,18 @@ def profile_command(
 _PROGRESS_BAR = re.compile(r"\[[= ]*\d+%[= ]*\]")
 
 
+_IMPORTER_NOISE = ("Importer error status:", "Unable to retrieve the importer version")
+IMPORTER_NOTE = (
+    "nsys could not run its QdstrmImporter (Debian's package leaves it off nsys's search path); "
+    "jlprof imports the .qdstrm itself"
+)
+
+
+def _is_importer_noise(line: str) -> bool:
+    """nsys's two lines about its missing importer: replaced by :data:`IMPORTER_NOTE`."""
+    return line.startswith(_IMPORTER_NOISE)
+
+
 def _is_progress(line: str) -> bool:
     """nsys redraws progress bars with ``\\r``; each redraw arrives as a line of its own."""
     return bool(_PROGRESS_BAR.search(line))
@@ -582,7 +594,7 @@ def run_profile(
         for raw in proc.stdout:
             line = raw.rstrip("\n")
             tail.append(line)
-            if not _is_progress(line) or "100%" in line:
+            if (not _is_progress(line) or "100%" in line) and not _is_importer_noise(line):
                 show(line)
         returncode = proc.wait()
     except KeyboardInterrupt:
@@ -618,6 +630,8 @@ def run_profile(
             if rep.exists() and rep.stat().st_mtime >= started - 1:
                 reports.append(rep)  # NVIDIA's nsys imported it (and normally removes the .qdstrm)
             else:
+                if not recordings[:-1] and any(map(_is_importer_noise, lines)):
+                    say(IMPORTER_NOTE)  # once, before the first import
                 reports.append(import_qdstrm(path, force=force, nsys=nsys, progress=say))
         elif path.suffix in _REPORT_SUFFIXES and path not in reports:
             reports.append(path)

@@ -22,7 +22,7 @@ def names(text: str) -> list[str]:
     return text.split(",")
 
 
-# Column orders of real exports (shared/data/real: instantngp 2022.4.2, mmagic 2024.2.1,
+# Column orders of real third-party exports (instantngp 2022.4.2, mmagic 2024.2.1,
 # nvfuser-crossentropy 2025.1.1), kept here so the tests need nothing outside the repo.
 KERNEL_2022 = names(
     "start,end,deviceId,contextId,streamId,correlationId,globalPid,demangledName,shortName,"

@@ -20,9 +20,9 @@ import pytest
 
 from jlprof import nsys as jn
 from jlprof.errors import JlprofError
+from tests.fixtures.scenarios import real_data_dir
 
 FAKE_NSYS = jn.NsysInfo(Path("/opt/nsys/bin/nsys"), (2022, 4, 2, 1), "2022.4.2.1")
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 STEPS = 5
 
 
@@ -365,6 +365,9 @@ def test_profile_imports_and_exports(whole_run: tuple[jn.ProfileResult, Path, li
     assert any(line.startswith("Profiling with nsys: ") for line in lines)
     if result.recordings:  # Debian's nsys: jlprof ran the importer itself
         assert any(line.startswith("Importing run.qdstrm") for line in lines)
+        # nsys's own complaint about its importer is replaced by one note saying what jlprof did
+        assert lines.count(jn.IMPORTER_NOTE) == 1
+    assert not [ln for ln in lines if "importer" in ln.lower() and ln != jn.IMPORTER_NOTE]
 
 
 @pytest.mark.nsys
@@ -525,17 +528,14 @@ def test_jlprof_nsys_accepts_a_folder(
     assert found.version == nsys_info.version >= (2019,)
 
 
-REAL_GPU_EXPORT = SHARED / "data/real/nvfuser-matmul-h100/report1.sqlite"
-
-
 @pytest.mark.nsys
-@pytest.mark.skipif(not REAL_GPU_EXPORT.exists(), reason="shared real-data exports not present")
 def test_kernel_reports_on_a_real_gpu_export(nsys_info: jn.NsysInfo) -> None:
     """Column names and counts of the reports the engine is checked against (H100 capture)."""
-    with sqlite3.connect(f"file:{REAL_GPU_EXPORT}?mode=ro", uri=True) as con:
+    export = real_data_dir() / "nvfuser-matmul-h100/report1.sqlite"
+    with sqlite3.connect(f"file:{export}?mode=ro", uri=True) as con:
         kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
         api_calls = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
-    gpukernsum = jn.run_stats(REAL_GPU_EXPORT, "gpukernsum", nsys=nsys_info)
+    gpukernsum = jn.run_stats(export, "gpukernsum", nsys=nsys_info)
     assert list(gpukernsum[0]) == [
         "Time (%)",
         "Total Time (ns)",
@@ -550,7 +550,7 @@ def test_kernel_reports_on_a_real_gpu_export(nsys_info: jn.NsysInfo) -> None:
         "Name",
     ]
     assert sum(r["Instances"] for r in gpukernsum) == kernels == 19
-    nvtxkernsum = jn.run_stats(REAL_GPU_EXPORT, "nvtx_kern_sum", normalize=True, nsys=nsys_info)
+    nvtxkernsum = jn.run_stats(export, "nvtx_kern_sum", normalize=True, nsys=nsys_info)
     assert list(nvtxkernsum[0]) == [
         "NVTX Range",
         "Style",
@@ -566,5 +566,5 @@ def test_kernel_reports_on_a_real_gpu_export(nsys_info: jn.NsysInfo) -> None:
         "StdDev",
         "Kernel Name",
     ]
-    cudaapisum = jn.run_stats(REAL_GPU_EXPORT, "cudaapisum", nsys=nsys_info)
+    cudaapisum = jn.run_stats(export, "cudaapisum", nsys=nsys_info)
     assert sum(r["Num Calls"] for r in cudaapisum) == api_calls

@@ -1,4 +1,4 @@
-"""Every real third-party export (shared/data/real): reads completely, both fetch paths agree,
+"""Every real third-party export (tests/data/real): reads completely, both fetch paths agree,
 and all eight reports build in a few seconds.
 
 The exports come from other people's machines (nsys 2021.1 to 2025.5, Jetson to H200); see
@@ -21,18 +21,11 @@ import jlprof
 from jlprof.engine import schema
 from jlprof.engine.profile import REPORTS, Profile
 from jlprof.engine.read import read_trace
-from tests.fixtures.scenarios import REAL_DATA_MISSING, real_traces
+from tests.fixtures.scenarios import real_traces
 
 REAL = real_traces()
 LOAD_LIMIT_S = 5.0  # the largest export here reads and correlates in about 0.3 s
 REPORT_LIMIT_S = 3.0  # the slowest report (group_node on 1000-deep pyprof nesting) takes ~1 s
-
-try:
-    import connectorx  # noqa: F401
-
-    HAVE_CX = True
-except ImportError:  # pragma: no cover
-    HAVE_CX = False
 
 
 class Loaded:
@@ -52,12 +45,8 @@ class Loaded:
 _cache: dict[Path, Loaded] = {}
 
 
-@pytest.fixture(
-    scope="module", params=REAL or [None], ids=[p.parent.name for p in REAL] or ["none"]
-)
+@pytest.fixture(scope="module", params=REAL, ids=[p.parent.name for p in REAL])
 def real(request) -> Loaded:
-    if request.param is None:
-        pytest.skip(REAL_DATA_MISSING)
     if request.param not in _cache:
         _cache[request.param] = Loaded(request.param)
     return _cache[request.param]
@@ -134,7 +123,6 @@ def test_correlation_respects_processes(real: Loaded) -> None:
     assert (g["global_pid"].to_numpy()[linked] == api["global_pid"].to_numpy()[a]).all()
 
 
-@pytest.mark.skipif(not HAVE_CX, reason="connectorx is not installed (pip install jlprof[fast])")
 def test_connectorx_and_sqlite3_agree(real: Loaded) -> None:
     fast = real.prof.trace  # jlprof.load reads through connectorx when it is installed
     slow = read_trace(real.path, use_connectorx=False)

@@ -138,7 +138,7 @@ def _o(
 # Sources: NVIDIA PyProf ``prof/tc.py`` and the TensorFlow profiler's
 # ``kernel_stats_utils.cc`` (the DLProf-era substring lists: h884, s884, h1688, s1688, hmma,
 # i8816, 16816, i16832, c1688, xmma_*), cuBLAS/cuDNN/CUTLASS kernel-name conventions, and the
-# real exports in shared/data/real (A100, H100, H200, RTX 3070). Examples marked "real" in
+# real third-party exports (A100, H100, H200, RTX 3070; tests/data/real). Examples marked "real" in
 # tests/engine/test_tensorcore.py come from those exports.
 
 _PRE_VOLTA = r"(?:sm_?[1-6][0-9]|maxwell|pascal|kepler|fermi)"

@@ -226,6 +226,11 @@ class DlprofMagics(Magics):
             print(f"jlprof: {exc}", file=sys.stderr)
 
     def _say(self, text: str) -> None:
+        """jlprof's notes: informational ones on stdout (JupyterLab paints stderr as an error)."""
+        stream = sys.stderr if isinstance(text, run.Problem) else sys.stdout
+        print(f"jlprof: {text}", file=stream, flush=True)
+
+    def _warn(self, text: str) -> None:
         print(f"jlprof: {text}", file=sys.stderr, flush=True)
 
     def _dispatch(self, opts: opt.RunOptions, cell: str | None) -> None:
@@ -265,12 +270,12 @@ class DlprofMagics(Magics):
 
     def _show(self, result: run.RunResult, opts: opt.RunOptions) -> None:
         if result.interrupted:
-            self._say("interrupted: the capture was stopped; analysing what was recorded")
+            self._warn("interrupted: the capture was stopped; analysing what was recorded")
         if result.cell_error:
-            self._say(f"the cell raised {result.cell_error}; the profile covers what ran")
+            self._warn(f"the cell raised {result.cell_error}; the profile covers what ran")
         if opts.says("minimal"):
             for warning in result.warnings:
-                self._say(warning)
+                self._warn(warning)
         if result.profile is not None:
             self.shell.user_ns[opts.name] = result.profile
         self.last_result = result

@@ -1,12 +1,12 @@
 """Progress while nsys finalises, imports and exports and while the engine analyses.
 
 In a notebook (an ipykernel with ipywidgets) a bar; anywhere else one text line per step on
-stderr. The widget is displayed with fixed initial values, so saved notebooks stay comparable.
+stdout (progress is information: JupyterLab paints stderr as an error). The widget is
+displayed with fixed initial values, so saved notebooks stay comparable.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
@@ -54,7 +54,6 @@ class Progress:
             elapsed = time.perf_counter() - self.t0
             print(
                 f"[jlprof {elapsed:5.1f}s] {name} ({self.index + 1}/{len(self.steps)})",
-                file=sys.stderr,
                 flush=True,
             )
 
@@ -67,4 +66,4 @@ class Progress:
             self._bar.bar_style = "success" if "fail" not in text else "danger"
             self._label.value = f"{text} ({elapsed:.1f} s)"
         else:
-            print(f"[jlprof {elapsed:5.1f}s] {text}", file=sys.stderr, flush=True)
+            print(f"[jlprof {elapsed:5.1f}s] {text}", flush=True)

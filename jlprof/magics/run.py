@@ -25,6 +25,12 @@ from jlprof.sidecar import Sidecar, SidecarBusy, SidecarDied
 from jlprof.sidecar.capture import DOMAIN
 
 Say = Callable[[str], None]
+
+
+class Problem(str):
+    """A message about something that went wrong (state lost): shown on stderr, not stdout."""
+
+
 OnMessage = Callable[[dict[str, Any]], None]
 
 STEPS = [
@@ -83,8 +89,10 @@ class Session:
             return self.sidecar
         if self.lost_state:
             say(
-                "the previous sidecar kernel died: starting a fresh one. Its variables and "
-                "imports are lost; run your %%dlprof --setup cells again."
+                Problem(
+                    "the previous sidecar kernel died: starting a fresh one. Its variables and "
+                    "imports are lost; run your %%dlprof --setup cells again."
+                )
             )
         sidecar = Sidecar(nsys_opts=nsys_opts, cwd=self.cwd, say=say)
         sidecar.start()

@@ -118,7 +118,7 @@ class Dashboard(w.VBox):
         self._hint_rows: list[_HintRow] = []
         self._no_hints = w.HTML("<i>No problems found for this range.</i>")
         self._busy = False
-        self.views = Views(profile.correlated.t_first_ns)
+        self.views = Views(profile.correlated.t_first_ns, no_kernels=data.why_no_kernels(profile))
         self.doc = Document()
         self.doc.add_root(self.views.layout)
         # ---- controls

@@ -37,6 +37,15 @@ BINS_PER_LANE = 1500  # merged bins per stream: about 1.5 per pixel of a 1000-pi
 MAX_NVTX_GLYPHS = 2000  # NVTX ranges drawn at most (the longest ones win)
 
 
+NO_KERNELS = "no GPU kernels in this capture — no CUDA on this machine?"
+
+
+def why_no_kernels(p: Profile) -> str:
+    """Why every kernel view will be empty whatever the selection (``""``: kernels exist)."""
+    gpu = p.correlated.gpu
+    return "" if (gpu["kind"] == "kernel").any() else NO_KERNELS
+
+
 def iterations(p: Profile) -> pd.DataFrame:
     """One row per iteration: window, duration, the summary's categories (ns), outlier flag.
 

@@ -114,7 +114,7 @@ def static_html(p: Profile) -> str:
     """Headline cards, the text summary and the figures as one self-contained HTML fragment."""
     from jlprof.widgets.dashboard import cards_html
 
-    views = Views(p.correlated.t_first_ns, interactive=False)
+    views = Views(p.correlated.t_first_ns, interactive=False, no_kernels=data.why_no_kernels(p))
     fill(views, p)
     script, div = components(views.static_layout, wrap_script=False)
     bokehjs = "\n".join(Resources(mode="inline", components=["bokeh"]).js_raw)

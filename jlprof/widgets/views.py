@@ -104,8 +104,11 @@ def _lane_positions(lanes: Any, offset: int = 0) -> tuple[np.ndarray, list[str]]
 class Views:
     """All Bokeh views of the dashboard, and the sources they draw."""
 
-    def __init__(self, t0_ns: int, interactive: bool = True) -> None:
+    def __init__(self, t0_ns: int, interactive: bool = True, no_kernels: str = "") -> None:
+        """``no_kernels``: why the capture has no kernel at all (``data.why_no_kernels``); the
+        kernel table and the Tensor Core chart say it instead of showing nothing."""
         self.t0_ns = int(t0_ns)
+        self.no_kernels = no_kernels
         tools = "xbox_select,tap,xpan,xwheel_zoom,reset,save" if interactive else "save"
         # ---- iteration timeline
         self.iter_src = ColumnDataSource(self._empty_iter())
@@ -284,7 +287,7 @@ class Views:
         self.tc_src = ColumnDataSource(
             {k: [] for k in ("op", "label", "tc_ms", "non_tc_ms", "tc_util_pct", "op_type")}
         )
-        self.tc_ops = FactorRange(factors=["(no TC-eligible ops)"])
+        self.tc_ops = FactorRange(factors=[no_kernels or "(no TC-eligible ops)"])
         t = figure(
             height=170,
             width=WIDTH,
@@ -444,7 +447,9 @@ class Views:
             "uses_tc": np.where(k["Uses TC"].to_numpy(bool), "yes", "no"),
         }
         where = f"under <code>{html.escape(node)}</code>" if node else "(all ops)"
-        self.kernel_title.text = f"<b>Kernels</b> {where}: {len(k)} rows"
+        why = self.no_kernels or "no kernels in the selected iterations"
+        count = f"{len(k)} rows" if len(k) else f"none — {html.escape(why)}"
+        self.kernel_title.text = f"<b>Kernels</b> {where}: {count}"
         if len(k) == rows_before:
             _redraw(self.kernel_table)
 
@@ -459,7 +464,9 @@ class Views:
             "tc_util_pct": top["tc_util_pct"].to_numpy(float),
             "op_type": top["op_type"].to_numpy(object),
         }
-        self.tc_ops.factors = labels or ["(no TC-eligible ops)"]
+        why = self.no_kernels or "no Tensor Core eligible ops in the selected iterations"
+        self.tc_ops.factors = labels or [why]  # an empty chart says why, on its only row
+        self.tc_fig.xaxis.visible = bool(labels)  # no axis running from -1 to 1 over nothing
         self.tc_fig.height = max(170, 90 + 26 * len(labels))  # bars keep their thickness
 
 

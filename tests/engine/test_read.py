@@ -7,6 +7,7 @@ so whatever differs between the frames read back is a reader bug.
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from jlprof.engine.trace import (
     OSRT_COLUMNS,
     Trace,
 )
+from jlprof.errors import InputError
 from tests.fixtures.nsys_schema import FLAVORS, FlavorName
 from tests.fixtures.nsysdb import NsysDb, global_tid
 from tests.fixtures.scenarios import (
@@ -39,13 +41,6 @@ from tests.fixtures.scenarios import (
 )
 
 FRAMES = ("gpu", "api", "nvtx", "marks", "osrt", "gpus")
-
-try:
-    import connectorx  # noqa: F401
-
-    HAVE_CX = True
-except ImportError:  # pragma: no cover - the [fast] extra is optional
-    HAVE_CX = False
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +87,6 @@ def test_the_frames_hold_every_event(base: Trace) -> None:
     assert list(base.nvtx.columns) == NVTX_COLUMNS and list(base.marks.columns) == MARK_COLUMNS
 
 
-@pytest.mark.skipif(not HAVE_CX, reason="connectorx is not installed (pip install jlprof[fast])")
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_connectorx_and_sqlite3_give_identical_frames(exports, traces, flavor) -> None:
     fast = read_trace(exports[flavor], use_connectorx=True)
@@ -104,7 +98,6 @@ def test_connectorx_and_sqlite3_give_identical_frames(exports, traces, flavor) -
     )
 
 
-@pytest.mark.skipif(not HAVE_CX, reason="connectorx is not installed (pip install jlprof[fast])")
 def test_connectorx_and_sqlite3_give_identical_reports(exports) -> None:
     a = jlprof.load(exports["2022.4"], use_connectorx=True)
     b = jlprof.load(exports["2022.4"], use_connectorx=False)
@@ -286,7 +279,7 @@ def test_empty_tables_read_like_missing_ones(tmp_path: Path, empty: bool) -> Non
     path = cpu_only_db().write(tmp_path / "eager.sqlite", empty_tables=empty)
     tabs = {r[0] for r in sqlite3.connect(path).execute("select name from sqlite_master")}
     assert ("CUPTI_ACTIVITY_KIND_KERNEL" in tabs) is empty
-    for cx in [False, *([True] if HAVE_CX else [])]:
+    for cx in [False, True]:
         eager = read_trace(path, use_connectorx=cx)
         assert_same_frames(eager, lazy, ("gpu", "api", "nvtx", "marks", "osrt"))
         check_zero_rows(eager, ("gpu", "api", "osrt"))
@@ -319,7 +312,7 @@ def test_all_texts_registered(tmp_path, cx):
     assert tr.nvtx["text"].astype(str).tolist() == ["layer1", "layer2"]
 
 
-@pytest.mark.parametrize("use_cx", [False, True] if HAVE_CX else [False])
+@pytest.mark.parametrize("use_cx", [False, True])
 def test_null_columns_read_as_their_defaults(exports, tmp_path, use_cx) -> None:
     """NULLs are filled after reading (not by coalesce() in SQL): same defaults as before."""
     import shutil
@@ -352,7 +345,7 @@ def test_null_columns_read_as_their_defaults(exports, tmp_path, use_cx) -> None:
     pd.testing.assert_frame_equal(got.nvtx, ref.nvtx)
 
 
-@pytest.mark.parametrize("use_cx", [False, True] if HAVE_CX else [False])
+@pytest.mark.parametrize("use_cx", [False, True])
 def test_other_nvtx_event_kinds_are_dropped_and_do_not_close_open_ranges(
     exports, tmp_path, use_cx
 ) -> None:
@@ -377,3 +370,19 @@ def test_other_nvtx_event_kinds_are_dropped_and_do_not_close_open_ranges(
     assert "worker thread" not in got.marks["text"].astype(str).tolist()
     opened = got.nvtx[got.nvtx["text"].astype(str) == "open"]
     assert opened["end_ns"].tolist() == [t_max + 10]  # closed at the last range time, not 1 s on
+
+
+def test_without_connectorx_sqlite3_reads_with_a_one_line_notice(
+    exports, traces, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """connectorx is a core dependency; an install without it still reads, says so once."""
+    from jlprof.engine import read
+
+    monkeypatch.setitem(sys.modules, "connectorx", None)  # `import connectorx` raises
+    monkeypatch.setattr(read, "_said_slow_reader", False)
+    for _ in range(2):  # three reader threads per read, two reads: one line in all
+        assert_same_frames(read_trace(exports["2022.4"]), traces["2022.4"])
+    err = capsys.readouterr().err
+    assert err == read._SLOW_READER_NOTICE + "\n"
+    with pytest.raises(InputError, match="pip install connectorx"):
+        read_trace(exports["2022.4"], use_connectorx=True)

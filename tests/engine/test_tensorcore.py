@@ -1,17 +1,17 @@
 """Tensor Core classification: real kernel names, documented patterns, vectorisation, registry.
 
-Names tagged with a trace were copied verbatim from the real exports in
-``shared/data/real/<trace>/`` (distinct ``demangledName`` / ``shortName`` of
-CUPTI_ACTIVITY_KIND_KERNEL, or NVTX range text). The others follow documented naming
-(cuBLAS/cuDNN/CUTLASS/TensorRT kernel names as printed by public nsys/TF-profiler outputs).
+Names tagged with a trace were copied verbatim from real third-party exports (distinct
+``demangledName`` / ``shortName`` of CUPTI_ACTIVITY_KIND_KERNEL, or NVTX range text): those in
+``tests/data/real/<trace>/``, and two whose licences keep the export itself out of the repository
+(instant-ngp on an RTX 3070, darknet on a Jetson Xavier), of which only the names are kept here.
+The others follow documented naming (cuBLAS/cuDNN/CUTLASS/TensorRT kernel names as printed by
+public nsys/TF-profiler outputs).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,7 @@ from jlprof.engine.tensorcore import (
     register_op_type_rule,
     reset_rules,
 )
+from tests.fixtures.scenarios import real_data_dir, real_traces
 
 A100 = "mmagic-pyprof-a100"
 H100 = "nvfuser-matmul-h100"
@@ -41,6 +42,8 @@ H200 = "nvfuser-crossentropy-h200"
 RTX3070 = "instantngp-training-rtx3070"
 XAVIER = "darknet-jetson-xavier"
 TITANRTX = "centerformer-trt-nvtx-titanrtx"
+WAN_TRAIN = "nsysai-fastvideo-wan-train-fsdp-2gpu"
+WAN_INFER = "nsysai-fastvideo-wan-infer-sp2-2gpu"
 
 
 @pytest.fixture(autouse=True)
@@ -692,32 +695,41 @@ def test_register_op_type_rule() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _real_data_dir() -> Path | None:
-    candidates = [os.environ.get("JLPROF_REAL_DATA", "")]
-    here = Path(__file__).resolve()
-    candidates += [str(p / "shared" / "data" / "real") for p in here.parents]
-    candidates.append("/work/shared/data/real")
-    for c in candidates:
-        if c and Path(c).is_dir():
-            return Path(c)
-    return None
-
-
 EXPECTED_TC_PER_TRACE = {
     A100: {REAL_TC[0][1], REAL_TC[1][1]},
     H200: {REAL_TC[2][1], REAL_TC[3][1], REAL_TC[4][1]},
     H100: {REAL_TC[5][1]},
-    RTX3070: {REAL_TC[6][1]},
-    XAVIER: set(),
+    # H100 x2, FSDP training in bf16: cuBLAS nvjet GEMMs with bias epilogue, FlashAttention 2
+    WAN_TRAIN: {
+        "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN",
+        "nvjet_tst_192x208_64x4_1x1_h_bz_coopB_bias_TNT",
+        "nvjet_tst_96x64_64x10_1x2_h_bz_bias_TNN",
+        "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (int)4, "
+        "(bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)128, (int)64, "
+        "(int)4, cutlass::bfloat16_t>>, (bool)0, (bool)0, (bool)0, (bool)0, (bool)0, (bool)1, "
+        "(bool)0, (bool)0>(flash::Flash_fwd_params)",
+    },
+    # H100 x2, inference in fp32: every GEMM is an sm80_xmma ..._ffma_... (FMA, no Tensor Cores)
+    WAN_INFER: set(),
 }
+
+
+def test_every_real_trace_with_kernels_has_its_tc_set_pinned() -> None:
+    with_kernels = set()
+    for path in real_traces():
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            table = "CUPTI_ACTIVITY_KIND_KERNEL"
+            if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                with_kernels.add(path.parent.name)
+        finally:
+            con.close()
+    assert with_kernels == set(EXPECTED_TC_PER_TRACE)
 
 
 @pytest.mark.parametrize("trace", sorted(EXPECTED_TC_PER_TRACE))
 def test_real_trace_tc_kernel_sets(trace: str) -> None:
-    root = _real_data_dir()
-    files = sorted((root / trace).glob("*.sqlite")) if root else []
-    if not files:
-        pytest.skip("real traces not available (set JLPROF_REAL_DATA)")
+    files = sorted((real_data_dir() / trace).glob("*.sqlite"))
     con = sqlite3.connect(f"file:{files[0]}?mode=ro", uri=True)
     try:
         names = pd.read_sql_query(

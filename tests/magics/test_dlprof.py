@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from jlprof.engine.profile import Profile
+from jlprof.magics import run
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 
@@ -52,9 +53,21 @@ def run_folders(cwd: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def prepared(shell, need_nsys):
+    shell.magics.session.shutdown()
     out = shell.cell("--setup", SETUP)
     assert "setup ran" in out.stdout, out.stderr
+    # information, not an error: JupyterLab paints stderr red
+    assert "jlprof: starting the sidecar kernel under nsys 20" in out.stdout
+    assert out.stderr == "", out.stderr
     return shell
+
+
+def test_notes_on_stdout_problems_on_stderr(shell, capsys: pytest.CaptureFixture[str]) -> None:
+    shell.magics._say("after the cell: analysing 0.30 s")
+    shell.magics._say(run.Problem("the previous sidecar kernel died: starting a fresh one"))
+    out = capsys.readouterr()
+    assert out.out == "jlprof: after the cell: analysing 0.30 s\n"
+    assert out.err == "jlprof: the previous sidecar kernel died: starting a fresh one\n"
 
 
 def test_setup_cell_is_not_captured_and_profiled_cell_is(prepared):
@@ -90,7 +103,7 @@ def test_setup_cell_is_not_captured_and_profiled_cell_is(prepared):
     assert manifest["wall_ns"] == head["wall_ns"] > 0
     assert manifest["key_node"] == "optimizer_step"
     assert f"jlprof_runs/{folder.name}/" in out.stdout
-    assert "stopping the capture (1/6)" in out.stderr and "analysing (5/6)" in out.stderr
+    assert "stopping the capture (1/6)" in out.stdout and "analysing (5/6)" in out.stdout
     shell.ns["first_db"] = db
 
 

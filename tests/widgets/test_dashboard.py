@@ -12,8 +12,9 @@ from jlprof.engine.profile import Profile
 from jlprof.errors import AnalysisError
 from jlprof.widgets import data
 from jlprof.widgets.dashboard import Dashboard
+from jlprof.widgets.static import static_html
 from tests.fixtures.loops import small_training_export
-from tests.fixtures.scenarios import real_traces
+from tests.fixtures.scenarios import KEY_NODE, cpu_only_db, real_traces
 
 STEPS = 12
 
@@ -262,3 +263,26 @@ def test_dashboard_on_every_real_trace(path: Path) -> None:
     assert list(v.tc_src.data["op"])[::-1] == list(
         p.report("tensor", lo, hi)["Op ID"].astype(str).head(15)
     )
+
+
+def test_empty_views_say_why_they_are_empty(tmp_path: Path) -> None:
+    """A capture without GPU work (no CUDA here): the kernel views name the reason."""
+    p = jlprof.load(cpu_only_db().write(tmp_path / "cpu.sqlite"), key_node=KEY_NODE)
+    assert data.why_no_kernels(p) == data.NO_KERNELS
+    v = p.dashboard().views
+    assert len(v.kernel_src.data["kernel"]) == 0 and len(v.tc_src.data["op"]) == 0
+    assert v.kernel_title.text.endswith(f"none — {data.NO_KERNELS}")
+    assert v.tc_ops.factors == [data.NO_KERNELS] and not v.tc_fig.xaxis[0].visible
+    html = static_html(p)  # no live kernel: the saved notebook says it too
+    assert "no GPU kernels in this capture" in html  # in the chart (JSON-escaped dash)
+
+
+def test_a_selection_without_kernels_says_so(dash: Dashboard, profile: Profile) -> None:
+    assert data.why_no_kernels(profile) == ""
+    v = dash.views
+    assert v.tc_fig.xaxis[0].visible and "rows" in v.kernel_title.text
+    v.update_kernels(data.kernels(profile, 0, STEPS).head(0), None)
+    v.update_tc(data.tensor_core(profile, 0, STEPS).head(0))
+    assert v.kernel_title.text.endswith("none — no kernels in the selected iterations")
+    assert v.tc_ops.factors == ["no Tensor Core eligible ops in the selected iterations"]
+    assert not v.tc_fig.xaxis[0].visible

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,7 @@ import jlprof
 from jlprof.engine.profile import Profile
 from jlprof.widgets import data
 from tests.fixtures.loops import small_training_export
-from tests.fixtures.scenarios import REAL_DATA_MISSING, real_data_dir
+from tests.fixtures.scenarios import real_data_dir
 
 STEPS = 12  # iterations 0..12: step 2 is 30 us slower, iteration 12 is the short tail
 CONV_NS, RELU_NS, ADAM_NS = 50_000, 10_000, 6_000  # kernel durations the loop fixture uses
@@ -26,11 +28,9 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> Profile:
 
 @pytest.fixture(scope="module")
 def real() -> Profile:
-    root = real_data_dir()
-    if root is None:
-        pytest.skip(REAL_DATA_MISSING)
     return jlprof.load(
-        root / "centerformer-trt-nvtx-titanrtx/poolformer.sqlite", key_node="poolformer_forward"
+        real_data_dir() / "centerformer-trt-nvtx-titanrtx/poolformer.sqlite",
+        key_node="poolformer_forward",
     )
 
 
@@ -192,10 +192,15 @@ def test_real_trace_iterations(real: Profile) -> None:
 
 
 def test_kernel_only_trace_without_nvtx(tmp_path: Path) -> None:
-    root = real_data_dir()
-    if root is None:
-        pytest.skip(REAL_DATA_MISSING)
-    p = jlprof.load(root / "instantngp-training-rtx3070/report6.sqlite")
+    """A real multi-GPU trace with its NVTX table dropped: more kernels than the timeline draws."""
+    path = tmp_path / "kernels_only.sqlite"
+    src = real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu"
+    shutil.copyfile(src / "nsysai-fastvideo-wan-train-fsdp-2gpu.sqlite", path)
+    with sqlite3.connect(path) as con:
+        con.execute("DROP TABLE NVTX_EVENTS")
+    con.close()
+    p = jlprof.load(path)
+    assert len(p.correlated.gpu) > data.MAX_KERNEL_GLYPHS
     frame, merged = data.gpu_timeline(p, 0, 0)
     assert merged and len(frame) <= data.MAX_KERNEL_GLYPHS
     assert frame["count"].sum() == len(p.correlated.gpu)
