@@ -20,11 +20,12 @@ import time
 import traceback
 from pathlib import Path
 
-from jlprof import __version__
-from jlprof.engine.profile import MODES, REPORTS
+from jlprof.engine.analysis import MODES
 from jlprof.errors import JlprofError
 from jlprof.outputs import prepare_folder, written
+from jlprof.reports import REPORTS
 from jlprof.reports.writers import check_outputs, report_path
+from jlprof.version import __version__
 
 VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
 
@@ -197,7 +198,7 @@ def _dump_model_data(prof, path: Path) -> Path:
 
 
 def run(args: argparse.Namespace, say: _Say) -> int:
-    from jlprof.engine.profile import load
+    from jlprof.profile import load
 
     # every option and output folder is checked before the (long) load or profiling run
     reports, formats = check_outputs(args.reports, args.formats, args.profile_name)

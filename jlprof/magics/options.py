@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jlprof.cli import VERBOSITY, parse_bool, parse_list  # the CLI's flags, same semantics
-from jlprof.engine.profile import MODES
+from jlprof.engine.analysis import MODES
 from jlprof.errors import JlprofError
 
 KERNEL_COMMANDS = ("status", "restart", "shutdown")

@@ -15,11 +15,12 @@ import pandas as pd
 
 from jlprof.engine import intervals
 from jlprof.engine.aggregate import CATEGORIES, gpu_lanes
+from jlprof.reports import catalog
 from jlprof.reports.expert import STEADY_BAND, findings
-from jlprof.reports.tables import _kernel_frame, _op_frame, iterations_table, summary_report
+from jlprof.reports.tables import iterations_table, kernel_frame, op_frame, summary_report
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 # Duration categories of the summary (guide §10.2), in the summary's priority order.
 ITER_CATEGORIES = (*CATEGORIES, "other")
@@ -40,13 +41,13 @@ MAX_NVTX_GLYPHS = 2000  # NVTX ranges drawn at most (the longest ones win)
 NO_KERNELS = "no GPU kernels in this capture — no CUDA on this machine?"
 
 
-def why_no_kernels(p: Profile) -> str:
+def why_no_kernels(p: Analysis) -> str:
     """Why every kernel view will be empty whatever the selection (``""``: kernels exist)."""
     gpu = p.correlated.gpu
     return "" if (gpu["kind"] == "kernel").any() else NO_KERNELS
 
 
-def iterations(p: Profile) -> pd.DataFrame:
+def iterations(p: Analysis) -> pd.DataFrame:
     """One row per iteration: window, duration, the summary's categories (ns), outlier flag.
 
     Categories are the per-GPU priority partition of the iteration's wall time averaged over
@@ -86,7 +87,7 @@ class Headline:
     key_node: str | None
 
 
-def headline(p: Profile, lo: int, hi: int) -> Headline:
+def headline(p: Analysis, lo: int, hi: int) -> Headline:
     # the summary's own rows, without the three other tables it builds (~6 ms at 1M kernels)
     rep = summary_report(p, lo, hi)
     its = iterations_table(p, lo, hi)
@@ -101,13 +102,13 @@ def headline(p: Profile, lo: int, hi: int) -> Headline:
     )
 
 
-def op_tree(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def op_tree(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """The group-node hierarchy (guide §10.8) in depth-first order, with TC figures.
 
     Columns: path, name, depth, parent (path or ''), calls, gpu_ns, cpu_ns, tc_eligible_ops,
     tc_ops (from the group-node report), ordered so that each node follows its parent.
     """
-    gn = p.report("group_node", lo, hi)
+    gn = catalog.report(p, "group_node", lo, hi)
     cols = ["path", "name", "depth", "parent", "calls", "gpu_ns", "cpu_ns"]
     cols += ["tc_eligible_ops", "tc_ops"]
     if gn.empty:
@@ -133,7 +134,7 @@ def op_tree(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return out.iloc[np.argsort(key.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
-def _path_info(p: Profile) -> tuple[pd.DataFrame, np.ndarray]:
+def _path_info(p: Analysis) -> tuple[pd.DataFrame, np.ndarray]:
     """Name, depth and parent row per path text (a path text may repeat: first kept), and
     every path row's text; once per profile (the hierarchy does not change with the range)."""
     paths = p.correlated.paths
@@ -143,7 +144,7 @@ def _path_info(p: Profile) -> tuple[pd.DataFrame, np.ndarray]:
     )
 
 
-def ops_under(p: Profile, node: str) -> set[str]:
+def ops_under(p: Analysis, node: str) -> set[str]:
     """Op IDs with an instance at ``node`` or below it in the hierarchy."""
     paths = p.correlated.paths["path"].astype(str)
     under = np.flatnonzero(((paths == node) | paths.str.startswith(node + "/")).to_numpy())
@@ -152,7 +153,7 @@ def ops_under(p: Profile, node: str) -> set[str]:
     return set(p.correlated.ops["op_id"].to_numpy(object)[ops].tolist())
 
 
-def kernels(p: Profile, lo: int, hi: int, node: str | None = None) -> pd.DataFrame:
+def kernels(p: Analysis, lo: int, hi: int, node: str | None = None) -> pd.DataFrame:
     """The kernel report's rows (guide §10.5) with the columns the table shows, plus Calls;
     only ops under ``node`` if given.
 
@@ -160,7 +161,7 @@ def kernels(p: Profile, lo: int, hi: int, node: str | None = None) -> pd.DataFra
     statistics and a second index to attach the call counts (~10 ms at 1M kernels), and the
     table shows neither; tests check these rows against the kernel report.
     """
-    kf = _kernel_frame(p, lo, hi)
+    kf = kernel_frame(p, lo, hi)
     if kf.empty:
         return pd.DataFrame(columns=KERNEL_TABLE_COLUMNS)
     calls = kf["calls"].to_numpy(np.int64)
@@ -189,13 +190,13 @@ KERNEL_TABLE_COLUMNS = [
 ]  # fmt: skip
 
 
-def tensor_core(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def tensor_core(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """TC-eligible ops (and ops running TC kernels): TC / non-TC GPU time, TC utilisation.
 
     The tensor report's rows and figures without its kernel-name lists (which the chart does
     not show and which cost most of the report's time at 1M kernels), sorted by GPU time.
     """
-    ops = _op_frame(p, lo, hi)
+    ops = op_frame(p, lo, hi)
     sel = ops[ops["tc_eligible"].to_numpy(bool) | (ops["tc_gpu_sum"] > 0).to_numpy()]
     gpu = sel["kernel_sum"].to_numpy(np.int64)
     tc = sel["tc_gpu_sum"].to_numpy(np.int64)
@@ -213,7 +214,7 @@ def tensor_core(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return out.sort_values("gpu_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def hints(p: Profile, lo: int, hi: int) -> list[dict[str, Any]]:
+def hints(p: Analysis, lo: int, hi: int) -> list[dict[str, Any]]:
     """Expert findings (problem, recommendation, evidence, action) for the range."""
     return [
         {
@@ -246,12 +247,12 @@ class _GpuOrder:
     enc_mask: int
 
 
-def _gpu_order(p: Profile) -> _GpuOrder:
+def _gpu_order(p: Analysis) -> _GpuOrder:
     """GPU work sorted by (lane, start), once per profile."""
     return p.once("widgets.gpu_order", lambda: _build_gpu_order(p))
 
 
-def _build_gpu_order(p: Profile) -> _GpuOrder:
+def _build_gpu_order(p: Analysis) -> _GpuOrder:
     g = p.correlated.gpu
     dev_lane, dev_labels = gpu_lanes(p.correlated)
     stream = g["stream_id"].to_numpy(np.int64)
@@ -289,7 +290,7 @@ def _build_gpu_order(p: Profile) -> _GpuOrder:
 
 
 def gpu_timeline(
-    p: Profile, lo: int, hi: int, max_glyphs: int = MAX_KERNEL_GLYPHS
+    p: Analysis, lo: int, hi: int, max_glyphs: int = MAX_KERNEL_GLYPHS
 ) -> tuple[pd.DataFrame, bool]:
     """GPU work launched in iterations lo..hi, per (device, stream) lane.
 
@@ -440,7 +441,7 @@ def _binned(
     return frame
 
 
-def _op_ids(p: Profile, inst: np.ndarray) -> np.ndarray:
+def _op_ids(p: Analysis, inst: np.ndarray) -> np.ndarray:
     """Op ID of each op instance row ('' for none)."""
     c = p.correlated
     op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
@@ -470,7 +471,7 @@ def _thread_labels(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return np.asarray(text, dtype=object)[inv] if len(tid) else np.zeros(0, object)
 
 
-def nvtx_timeline(p: Profile, lo: int, hi: int, max_glyphs: int = MAX_NVTX_GLYPHS) -> pd.DataFrame:
+def nvtx_timeline(p: Analysis, lo: int, hi: int, max_glyphs: int = MAX_NVTX_GLYPHS) -> pd.DataFrame:
     """NVTX ranges that start in iterations lo..hi, one lane per thread (longest kept)."""
     c = p.correlated
     nv = c.nvtx
