@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("jlprof.reports",),
     ("jlprof.widgets",),
     ("jlprof.profile",),
-    ("jlprof.magics", "jlprof.cli", "jlprof.__main__"),
+    ("jlprof.magics", "jlprof.cli", "jlprof.options", "jlprof.__main__"),
 )
 
 
