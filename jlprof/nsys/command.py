@@ -159,6 +159,32 @@ def profile_command(
     the output, ``--export`` (jlprof exports), ``-f`` (use ``force``), ``--command-file`` (its
     contents cannot be checked), and the capture range, delay or duration when given here.
     """
+    app = _program(app)
+    base = _output_base(output)
+    user = _user_options(nsys_opts)
+    user_set = {opt.name: opt for opt in user}
+    controlled = _controlled(
+        base, force, capture_range, nvtx_capture, capture_range_end, delay, duration
+    )
+    argv = _controlled_argv(controlled, user, user_set, base)
+    traced, defaults = _default_argv(user_set, trace, trace_dl_libraries, sample, cpuctxsw)
+    argv += defaults
+    effective_range = _check_capture_tracing(capture_range, user_set, traced)
+
+    # User options that jlprof also sets with the same value were already emitted once.
+    passed = [t for opt in user if opt.name not in {c[0] for c in controlled} for t in opt.tokens]
+    info = _info(nsys)
+    return ProfileCommand(
+        argv=[str(info.path), "profile", *argv, *passed, *app],
+        env=dict(NVTX_REGISTER_ENV) if effective_range == "nvtx" else {},
+        output_base=base,
+        force=force,
+        nsys=info,
+    )
+
+
+def _program(app: Sequence[str]) -> list[str]:
+    """The program to profile as an argv list of strings, checked."""
     if isinstance(app, str):
         raise TypeError("app must be an argv list such as ['python', 'train.py'], not a string")
     app = [os.fspath(a) for a in app]
@@ -166,7 +192,11 @@ def profile_command(
         raise JlprofError("no program to profile: give the command to run after the options")
     if app[0].startswith("-"):
         raise JlprofError(f"the program to profile cannot start with '-' ({app[0]!r})")
-    base = _output_base(output)
+    return app
+
+
+def _user_options(nsys_opts: str | Sequence[str] | None) -> list[_Opt]:
+    """``--nsys_opts`` parsed into nsys options; a stray word (a program) is refused."""
     user_tokens = shlex.split(nsys_opts) if isinstance(nsys_opts, str) else list(nsys_opts or ())
     user, stray = _parse_options(user_tokens)
     if stray:
@@ -174,9 +204,19 @@ def profile_command(
             f"--nsys_opts may hold only nsys options, found {shlex.join(stray)!r}: "
             "give the program to profile separately"
         )
-    user_set = {opt.name: opt for opt in user}
+    return user
 
-    # What jlprof controls: (nsys option, value jlprof passes, jlprof option to use instead).
+
+def _controlled(
+    base: Path,
+    force: bool,
+    capture_range: str | None,
+    nvtx_capture: str | None,
+    capture_range_end: str | None,
+    delay: float | None,
+    duration: float | None,
+) -> list[tuple[str, str | None, str]]:
+    """What jlprof controls: (nsys option, value jlprof passes, jlprof option to use instead)."""
     controlled: list[tuple[str, str | None, str]] = [
         ("output", str(base), "the output/--nsys_base_name option"),
         ("force-overwrite", "true" if force else "false", "force (-f)"),
@@ -202,7 +242,16 @@ def profile_command(
         controlled.append(("delay", _whole_seconds("delay", delay), "delay (-y)"))
     if duration is not None:
         controlled.append(("duration", _whole_seconds("duration", duration), "duration (-d)"))
+    return controlled
 
+
+def _controlled_argv(
+    controlled: list[tuple[str, str | None, str]],
+    user: list[_Opt],
+    user_set: dict[str, _Opt],
+    base: Path,
+) -> list[str]:
+    """jlprof's own options; a user option that would change one of them is refused."""
     for opt in user:
         if opt.name in ("export", "command-file"):
             why = "jlprof exports the SQLite itself" if opt.name == "export" else "unchecked"
@@ -221,7 +270,18 @@ def profile_command(
             )
         if value is not None:
             argv += [f"--{name}={value}"]
+    return argv
 
+
+def _default_argv(
+    user_set: dict[str, _Opt],
+    trace: Sequence[str],
+    trace_dl_libraries: bool,
+    sample: str,
+    cpuctxsw: str,
+) -> tuple[list[str], list[str]]:
+    """The traced APIs, and the defaults (-t, -s, --cpuctxsw) the user's options leave."""
+    argv: list[str] = []
     if "trace" in user_set:
         traced = (user_set["trace"].value or "").split(",")
     else:
@@ -231,7 +291,13 @@ def profile_command(
         argv += [f"--sample={sample}"]
     if "cpuctxsw" not in user_set:
         argv += [f"--cpuctxsw={cpuctxsw}"]
+    return traced, argv
 
+
+def _check_capture_tracing(
+    capture_range: str | None, user_set: dict[str, _Opt], traced: list[str]
+) -> str | None:
+    """The capture range in effect (jlprof's or the user's); it must be traced."""
     effective_range = capture_range
     if effective_range is None and "capture-range" in user_set:
         effective_range = user_set["capture-range"].value
@@ -239,14 +305,4 @@ def profile_command(
         raise JlprofError("an NVTX capture range needs NVTX tracing: add nvtx to -t/--trace")
     if effective_range == "cudaProfilerApi" and "cuda" not in traced:
         raise JlprofError("a cudaProfilerApi capture range needs CUDA tracing: add cuda to -t")
-
-    # User options that jlprof also sets with the same value were already emitted once.
-    passed = [t for opt in user if opt.name not in {c[0] for c in controlled} for t in opt.tokens]
-    info = _info(nsys)
-    return ProfileCommand(
-        argv=[str(info.path), "profile", *argv, *passed, *app],
-        env=dict(NVTX_REGISTER_ENV) if effective_range == "nvtx" else {},
-        output_base=base,
-        force=force,
-        nsys=info,
-    )
+    return effective_range
