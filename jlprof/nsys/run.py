@@ -89,38 +89,69 @@ def run_profile(
     Ctrl-C is passed on to nsys, which then stops collecting and writes what it has; so is
     ``timeout`` (seconds), after which a hung nsys and its agent are killed.
     """
-    if isinstance(cmd, str):
-        raise TypeError("cmd must be an argv list or a ProfileCommand, never a shell string")
-    if isinstance(cmd, ProfileCommand):
-        argv, extra_env, base, force = cmd.argv, cmd.env, cmd.output_base, cmd.force
-        nsys = nsys or cmd.nsys
-    else:
-        argv = [os.fspath(a) for a in cmd]
-        start = argv.index("profile") + 1 if "profile" in argv else 1
-        opts = {opt.name: opt.value for opt in _parse_options(argv[start:])[0]}
-        base = _output_base(opts["output"]) if opts.get("output") else None
-        force = (opts.get("force-overwrite") or "false").lower() in ("true", "1", "yes")
-        extra_env = dict(NVTX_REGISTER_ENV) if opts.get("capture-range") == "nvtx" else {}
+    argv, extra_env, base, force, nsys = _command_parts(cmd, nsys)
     say = progress or (lambda _msg: None)
     show = on_output or (lambda line: print(line, flush=True))
     if base is not None:
-        existing = [] if force else _existing_outputs(base)
-        if existing:
-            raise JlprofError(
-                f"{existing[0]} already exists: pass force (-f true) to overwrite it "
-                "or choose another output name"
-            )
+        _refuse_existing(base, force)
         base.parent.mkdir(parents=True, exist_ok=True)
 
     say(f"Profiling with nsys: {shlex.join(argv)}")
     started = time.time()
+    returncode, lines, timed_out = _stream(
+        argv, {**os.environ, **extra_env, **(env or {})}, cwd, show, say, timeout
+    )
+    generated = _generated_reports(lines, base, started)
+    if not generated:
+        why = f"stopped after {timeout:.0f} s" if timed_out else f"exit {returncode}"
+        raise NsysFailed(f"nsys profile wrote no report ({why}): {_last_lines(lines)}", lines)
+    reports, recordings = _imported(generated, lines, started, force, nsys, say)
+    return ProfileResult(returncode, reports, recordings, lines[-40:], timed_out)
+
+
+def _command_parts(
+    cmd: ProfileCommand | Sequence[str], nsys: NsysInfo | None
+) -> tuple[list[str], dict[str, str], Path | None, bool, NsysInfo | None]:
+    """argv, extra environment, output base, force and nsys of a command or a plain argv."""
+    if isinstance(cmd, str):
+        raise TypeError("cmd must be an argv list or a ProfileCommand, never a shell string")
+    if isinstance(cmd, ProfileCommand):
+        return cmd.argv, cmd.env, cmd.output_base, cmd.force, nsys or cmd.nsys
+    argv = [os.fspath(a) for a in cmd]
+    start = argv.index("profile") + 1 if "profile" in argv else 1
+    opts = {opt.name: opt.value for opt in _parse_options(argv[start:])[0]}
+    base = _output_base(opts["output"]) if opts.get("output") else None
+    force = (opts.get("force-overwrite") or "false").lower() in ("true", "1", "yes")
+    extra_env = dict(NVTX_REGISTER_ENV) if opts.get("capture-range") == "nvtx" else {}
+    return argv, extra_env, base, force, nsys
+
+
+def _refuse_existing(base: Path, force: bool) -> None:
+    existing = [] if force else _existing_outputs(base)
+    if existing:
+        raise JlprofError(
+            f"{existing[0]} already exists: pass force (-f true) to overwrite it "
+            "or choose another output name"
+        )
+
+
+def _stream(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | os.PathLike[str] | None,
+    show: Callable[[str], None],
+    say: Progress,
+    timeout: float | None,
+) -> tuple[int, list[str], bool]:
+    """Run nsys, showing its output as it comes; Ctrl-C and ``timeout`` stop it cleanly.
+    Returns the exit status, the last 200 output lines and whether the timeout fired."""
     tail: deque[str] = deque(maxlen=200)
     try:
         proc = subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **extra_env, **(env or {})},
+            env=env,
             cwd=cwd,
             text=True,
             errors="replace",
@@ -156,9 +187,11 @@ def run_profile(
         if timer is not None:
             timer.cancel()
             timer.join()  # let a stop in progress finish its clean-up
-    timed_out = fired.is_set()
+    return returncode, list(tail), fired.is_set()
 
-    lines = list(tail)
+
+def _generated_reports(lines: list[str], base: Path | None, started: float) -> list[Path]:
+    """The files this run wrote: as nsys named them, else the new ones at the output base."""
     refused = next((ln for ln in lines if ln.startswith("Failed to create")), None)
     generated = [p for p in _generated_paths(lines) if p.exists()]
     if refused:
@@ -166,10 +199,18 @@ def run_profile(
         raise JlprofError(f"nsys: {refused.strip()} (pass force (-f true) to overwrite){where}")
     if not generated and base is not None:
         generated = [p for p in _existing_outputs(base) if p.stat().st_mtime >= started - 1]
-    if not generated:
-        why = f"stopped after {timeout:.0f} s" if timed_out else f"exit {returncode}"
-        raise NsysFailed(f"nsys profile wrote no report ({why}): {_last_lines(lines)}", lines)
+    return generated
 
+
+def _imported(
+    generated: list[Path],
+    lines: list[str],
+    started: float,
+    force: bool,
+    nsys: NsysInfo | None,
+    say: Progress,
+) -> tuple[list[Path], list[Path]]:
+    """The reports (each .qdstrm imported unless nsys did it) and the .qdstrm recordings."""
     reports: list[Path] = []
     recordings: list[Path] = []
     for path in generated:
@@ -184,7 +225,7 @@ def run_profile(
                 reports.append(import_qdstrm(path, force=force, nsys=nsys, progress=say))
         elif path.suffix in _REPORT_SUFFIXES and path not in reports:
             reports.append(path)
-    return ProfileResult(returncode, reports, recordings, lines[-40:], timed_out)
+    return reports, recordings
 
 
 def _stop_nsys(proc: subprocess.Popen[str], say: Progress, grace: float = 20.0) -> None:
