@@ -1,8 +1,9 @@
 """``%%dlprof`` options: DLProf's flags (guide ch. 4, 10.1, 15) turned into a checked dataclass.
 
-The argparse definitions live on the magic (IPython's ``magic_arguments``, so ``%dlprof?`` lists
-them); this module turns the parsed namespace into :class:`RunOptions` and checks everything that
-can be checked before any code runs, so a typo never costs a profiling run.
+The options come from :mod:`jlprof.options` (the table the CLI is built from too), put on the
+magic with IPython's ``magic_arguments`` so ``%dlprof?`` lists them; this module turns the
+parsed namespace into :class:`RunOptions` and checks everything that can be checked before any
+code runs, so a typo never costs a profiling run.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jlprof.cli import VERBOSITY, parse_bool, parse_list  # the CLI's flags, same semantics
-from jlprof.engine.profile import MODES
+from jlprof.engine.analysis import MODES
 from jlprof.errors import JlprofError
+from jlprof.options import VERBOSITY, parse_bool, parse_list  # the table's parsers
 
 KERNEL_COMMANDS = ("status", "restart", "shutdown")
 DEFAULT_NAME = "_dlprof"
