@@ -80,8 +80,17 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument(
         "--database",
         metavar="FILE",
+        nargs="+",
         help="analyse this nsys export (.sqlite, .nsys-rep, .qdrep) or jlprof "
-        "database instead of profiling a command",
+        "database instead of profiling a command; several files, a directory or a glob: "
+        "one per rank of a distributed job, analysed on Dask (docs/ranks.md)",
+    )
+    n.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="Dask scheduler for several databases, e.g. tcp://host:8786 (default "
+        "$JLPROF_SCHEDULER, else a local cluster); workers read the files themselves",
     )
     n.add_argument(
         "--nsys_base_name",
@@ -205,10 +214,12 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")
     status = 0
+    if args.database and _many_ranks(args.database):
+        return _run_ranks(args, say, reports, formats, out)
     if args.database:
         if args.command:
             say(f"ignoring the command {' '.join(args.command)!r}: --database was given", "minimal")
-        db = Path(args.database)
+        db = Path(args.database[0])
     elif args.command:
         from jlprof.profiling import profile_run
 
@@ -284,6 +295,37 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     if status:
         say(f"exit status {status}: the profiled program's, passed on as nsys does", "minimal")
     return status
+
+
+def _many_ranks(database: list[str]) -> bool:
+    return len(database) > 1 or Path(database[0]).is_dir() or any(c in database[0] for c in "*?[")
+
+
+def _run_ranks(args, say: _Say, reports: list[str], formats: list[str], out: Path) -> int:
+    """Several databases: one rank each, on Dask (``jlprof.distributed``)."""
+    from jlprof.distributed import load_ranks
+
+    ranks = load_ranks(
+        args.database,
+        scheduler=args.scheduler,
+        output_path=out,
+        reports=reports,
+        formats=formats,
+        force=args.force,
+        profile_name=args.profile_name,
+        progress=say.rank >= VERBOSITY.index("normal"),
+        key_node=args.key_node,
+        iter_start=args.iter_start,
+        iter_stop=args.iter_stop,
+        domains=args.domains,
+        mode=args.mode,
+    )
+    for w in ranks.write_reports(out, formats, force=args.force):
+        say(f"wrote {w}")
+    if say.rank >= VERBOSITY.index("normal"):
+        cols = ["Rank", "Iterations", "Avg. Iteration Time (ns)", "Straggler"]
+        print(ranks.report("ranks")[cols].to_string(index=False))
+    return 0
 
 
 def _terminate(signum: int, _frame: object) -> None:

@@ -41,8 +41,8 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
             found = sorted(p for p in Path(s).iterdir() if p.suffix in SUFFIXES and p.is_file())
             if not found:
                 raise InputError(
-                    f"{s}: no profiles in this directory; it should hold one .sqlite or "
-                    ".nsys-rep file per rank."
+                    f"{s} is a directory with no profile in it; give the .sqlite or .nsys-rep "
+                    "file, or a directory holding one per rank."
                 )
             out += _prefer_sqlite(found)
         elif _GLOB & set(s):

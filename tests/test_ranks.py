@@ -1,0 +1,220 @@
+"""Many ranks on Dask: cross-rank reports, straggler detection, per-rank reports, and a real
+``dask scheduler`` + ``dask worker`` cluster giving the same files as the local cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+
+import jlprof
+from jlprof.cli import main
+from jlprof.distributed import SCHEDULER_ENV, rank_paths
+from jlprof.errors import InputError
+from tests.fixtures.ranks import rank_exports
+
+N_RANKS, STRAGGLER, STEPS = 6, 4, 6
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("job")
+    rank_exports(folder, N_RANKS, straggler=STRAGGLER, steps=STEPS)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def local_run(job, tmp_path_factory) -> Path:
+    """The CLI on the job's folder with the default LocalCluster."""
+    out = tmp_path_factory.mktemp("local")
+    argv = [f"--database={job}", "--reports=summary,iteration,kernel", "--formats=csv,json",
+            f"--output_path={out}", "-v", "quiet"]  # fmt: skip
+    assert main(argv) == 0
+    return out
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.*"))}
+
+
+def _kernel_sums(db: Path) -> tuple[int, int]:
+    """Independent figures straight from the export: all kernel time, NCCL kernel time."""
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT s.value, k.end - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.shortName"
+        ).fetchall()
+    total = sum(d for _, d in rows)
+    return total, sum(d for n, d in rows if n.startswith("nccl"))
+
+
+def test_only_the_slowed_rank_is_a_straggler(local_run):
+    ranks = pd.read_csv(local_run / "jlprof_ranks.csv")
+    assert ranks["Rank"].tolist() == list(range(N_RANKS))
+    assert ranks.loc[ranks["Straggler"], "Rank"].tolist() == [STRAGGLER]
+    # every key-node-delimited step of the straggler is flagged (the last interval is empty)
+    assert ranks.loc[STRAGGLER, "Straggler Iterations"] == " ".join(map(str, range(STEPS)))
+    expert = pd.read_csv(local_run / "jlprof_ranks_expert_systems.csv")
+    strag = expert[expert["Detector"] == "Straggler Detector"]
+    assert len(strag) == 1 and f"Rank {STRAGGLER} is a straggler" in strag["Problem"].iloc[0]
+    ev = json.loads(strag["Evidence"].iloc[0])
+    assert ev["iterations"] == list(range(STEPS)) and 1.5 < ev["ratio_to_median"] < 1.7
+    imb = expert[expert["Detector"] == "Load Imbalance Detector"]
+    assert json.loads(imb["Evidence"].iloc[0])["busiest_ranks"] == [STRAGGLER] * STEPS
+
+
+def test_per_rank_figures_match_single_file_runs(job, local_run, tmp_path):
+    ranks = pd.read_csv(local_run / "jlprof_ranks.csv")
+    per_it = pd.read_csv(local_run / "jlprof_rank_iterations.csv")
+    for r, db in enumerate(sorted(job.glob("*.sqlite"))):
+        row = ranks.loc[r]
+        assert row["Database"] == str(db)
+        total, nccl = _kernel_sums(db)
+        assert row["Total GPU Time (ns)"] == total
+        assert row["Communication Time (ns)"] == nccl == STEPS * 50_000
+        # by construction 20 µs of each 50 µs all-reduce overlaps the backward kernel
+        assert row["Exposed Communication Time (ns)"] == STEPS * 30_000
+        assert row["Compute/Communication Overlap %"] == pytest.approx(40.0)
+        prof = jlprof.load(db)
+        summary = prof.summary()["Iterations"]
+        assert row["Iterations"] == summary["Total Iterations"]
+        assert row["Avg. Iteration Time (ns)"] == pytest.approx(
+            summary["Average Iteration Time (ns)"], abs=0.1
+        )
+        mine = per_it[per_it["Rank"] == r]
+        assert mine["Iteration Time (ns)"].tolist() == prof.iterations.durations_ns().tolist()
+        # the worker's rank<N>/ reports are byte for byte the single-file CLI's
+        single = tmp_path / f"single{r}"
+        argv = [f"--database={db}", "--reports=summary,iteration,kernel", "--formats=csv,json",
+                f"--output_path={single}", "-v", "quiet"]  # fmt: skip
+        assert main(argv) == 0
+        assert _files(single) == _files(local_run / f"rank{r}")
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A real ``dask scheduler`` and two ``dask worker`` processes on loopback, killed after."""
+    sched_file = tmp_path / "scheduler.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path.cwd()),
+               os.environ.get("PYTHONPATH")])))  # fmt: skip
+    common = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dask",
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(sched_file),
+            ],
+            **common,
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sched_file.exists(), "dask scheduler did not start in 60 s"
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dask",
+                    "worker",
+                    "--scheduler-file",
+                    str(sched_file),
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "1",
+                    "--host",
+                    "127.0.0.1",
+                    "--no-dashboard",
+                ],
+                **common,
+            )
+        )
+        address = json.loads(sched_file.read_text())["address"]
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=90)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_real_scheduler_and_workers_write_the_same_files(job, local_run, dask_cluster, tmp_path,
+                                                         monkeypatch):  # fmt: skip
+    out = tmp_path / "remote"
+    monkeypatch.setenv(SCHEDULER_ENV, dask_cluster)  # the environment variable's path
+    argv = [f"--database={job}", "--reports=summary,iteration,kernel", "--formats=csv,json",
+            f"--output_path={out}", "-v", "quiet"]  # fmt: skip
+    assert main(argv) == 0
+    assert _files(out) == _files(local_run)
+    # --scheduler and the Python API: the same cross-rank table
+    monkeypatch.delenv(SCHEDULER_ENV)
+    ranks = jlprof.load_ranks(sorted(job.glob("*.sqlite")), scheduler=dask_cluster, progress=False)
+    local = pd.read_csv(local_run / "jlprof_ranks.csv", keep_default_na=False)
+    pd.testing.assert_frame_equal(ranks.report("ranks"), local)
+
+
+def test_rank_order_rule(tmp_path):
+    for name in ("b.sqlite", "a.sqlite", "a.nsys-rep", "c.nsys-rep", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    got = [p.name for p in rank_paths(tmp_path)]
+    assert got == ["a.sqlite", "b.sqlite", "c.nsys-rep"]  # sorted; a.sqlite is a.nsys-rep's export
+    assert [p.name for p in rank_paths(str(tmp_path / "*.sqlite"))] == ["a.sqlite", "b.sqlite"]
+    given = [tmp_path / "b.sqlite", tmp_path / "a.sqlite"]
+    assert rank_paths(given) == given  # a list keeps its order
+    with pytest.raises(InputError, match="no such file"):
+        rank_paths([tmp_path / "missing.sqlite"])
+    with pytest.raises(InputError, match="matches no file"):
+        rank_paths(str(tmp_path / "*.qdrep"))
+
+
+def test_a_bad_rank_is_named(job, tmp_path, capsys):
+    bad = tmp_path / "broken.sqlite"
+    bad.write_bytes(b"not a database")
+    files = [*sorted(job.glob("*.sqlite"))[:2], bad]
+    argv = ["--database", *map(str, files), f"--output_path={tmp_path / 'o'}", "-v", "quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "rank 2 (" in err and "broken.sqlite" in err
+
+
+def test_clock_offsets_do_not_matter(tmp_path):
+    """Ranks are aligned by key-node instance: the same rank under another clock is identical."""
+    a = rank_exports(tmp_path / "a", 3)
+    from tests.fixtures.ranks import rank_export
+
+    b = [rank_export(tmp_path / f"b{r}.sqlite", r, clock_offset_ns=10**12 * (r + 1))
+         for r in range(3)]  # fmt: skip
+    ra = jlprof.load_ranks(a, progress=False).report("rank_iterations")
+    rb = jlprof.load_ranks(b, progress=False).report("rank_iterations")
+    pd.testing.assert_frame_equal(ra, rb)
+    assert not np.any(ra["Outlier"])
