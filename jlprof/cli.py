@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 
 from jlprof import __version__
+from jlprof.distributed import several
 from jlprof.engine.profile import MODES, REPORTS
 from jlprof.errors import JlprofError
 from jlprof.outputs import prepare_folder, written
@@ -214,7 +215,7 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")
     status = 0
-    if args.database and _many_ranks(args.database):
+    if args.database and several(args.database):
         return _run_ranks(args, say, reports, formats, out)
     if args.database:
         if args.command:
@@ -295,10 +296,6 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     if status:
         say(f"exit status {status}: the profiled program's, passed on as nsys does", "minimal")
     return status
-
-
-def _many_ranks(database: list[str]) -> bool:
-    return len(database) > 1 or Path(database[0]).is_dir() or any(c in database[0] for c in "*?[")
 
 
 def _run_ranks(args, say: _Say, reports: list[str], formats: list[str], out: Path) -> int:

@@ -57,6 +57,16 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
     return out
 
 
+def several(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> bool:
+    """True when ``spec`` names a job's ranks (several paths, a directory or a glob), not one
+    file: the CLI's and the magic's ``--database`` go to :func:`load_ranks` then."""
+    items = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
+    if len(items) != 1:
+        return True
+    s = os.fspath(items[0])
+    return Path(s).is_dir() or bool(_GLOB & set(s))
+
+
 def _prefer_sqlite(paths: list[Path]) -> list[Path]:
     stems = {p.with_suffix("") for p in paths if p.suffix == ".sqlite"}
     return [p for p in paths if p.suffix == ".sqlite" or p.with_suffix("") not in stems]
@@ -120,9 +130,20 @@ class RankSet:
         return RanksDashboard(self)
 
     def _ipython_display_(self) -> None:
+        """The ranks dashboard in a kernel; the per-rank table elsewhere (or without the
+        'notebook' extra)."""
         from IPython.display import display
 
-        display(self.dashboard())
+        from jlprof.widgets.display import _in_kernel
+
+        if _in_kernel():
+            try:
+                display(self.dashboard())
+                return
+            except ImportError:
+                pass
+        table = self.tables["ranks"]
+        display({"text/plain": repr(self), "text/html": table.to_html(index=False)}, raw=True)
 
     def __repr__(self) -> str:
         s = self.tables["ranks"]
@@ -249,4 +270,4 @@ def _bar(total: int, show: bool) -> Any:
     return tqdm(total=total, unit="rank", desc="jlprof ranks")
 
 
-__all__ = ["SCHEDULER_ENV", "RankSet", "load_ranks", "rank_paths"]
+__all__ = ["SCHEDULER_ENV", "RankSet", "load_ranks", "rank_paths", "several"]
