@@ -7,7 +7,10 @@ themselves (a shared filesystem) and return only :class:`~jlprof.engine.ranks.Ra
 so the driver's memory grows with ranks × iterations, never with kernels. Per-rank DLProf
 reports are written by the workers under ``OUTPUT/rank<N>/``.
 
-Rank rule: rank N is the N-th path in the order given; a directory or glob is sorted by name.
+Rank rule: a trace's own rank when its capture environment carries one (``RANK``,
+``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``, ``PMIX_RANK``, ``SLURM_PROCID``: see
+:func:`jlprof.engine.ranks.trace_rank`), else its position in the order given (a directory or
+a glob sorted by name).
 """
 
 from __future__ import annotations
@@ -82,13 +85,15 @@ def _rank_task(
     formats: list[str],
     force: bool,
 ) -> RankAggregates:
-    """Runs on a worker: load one rank, write its reports, return its small aggregates."""
+    """Runs on a worker: load one rank, write its reports under ``rank<N>/`` (N: the rank the
+    trace carries, else its position), return its small aggregates."""
     from jlprof.engine.profile import load
 
     prof = load(path, **options)
+    agg = reduce_profile(prof, label, rank)
     if output is not None and reports:
-        prof.write_reports(Path(output) / f"rank{rank}", reports, formats, force=force)
-    return reduce_profile(prof, label)
+        prof.write_reports(Path(output) / f"rank{agg.rank}", reports, formats, force=force)
+    return agg
 
 
 @dataclass
@@ -112,11 +117,18 @@ class RankSet:
             )
         return self.tables[name]
 
+    def path(self, rank: int) -> Path:
+        """The file of ``rank`` (a rank number, as in the reports' Rank column)."""
+        for p, a in zip(self.paths, self.aggregates, strict=True):
+            if a.rank == rank:
+                return p
+        raise JlprofError(f"no rank {rank}; the ranks are {[a.rank for a in self.aggregates]}.")
+
     def profile(self, rank: int) -> Any:
         """That rank's :class:`~jlprof.engine.profile.Profile` (read here, in this process)."""
         from jlprof.engine.profile import load
 
-        return load(self.paths[rank], **self.options)
+        return load(self.path(rank), **dict(self.options, profile_name=self.profile_name))
 
     def write_reports(
         self, output_path: str | Path = ".", formats: Sequence[str] = ("csv",), force: bool = False
@@ -221,7 +233,24 @@ def load_ranks(
         client.close()
         if cluster is not None:
             cluster.close()
-    return RankSet(files, list(aggs), options, profile_name)  # type: ignore[arg-type]
+    order = _rank_order(files, aggs)  # type: ignore[arg-type]
+    return RankSet([files[i] for i in order], [aggs[i] for i in order], options, profile_name)  # type: ignore[misc]
+
+
+def _rank_order(files: list[Path], aggs: list[RankAggregates]) -> list[int]:
+    """Positions sorted by rank: the traces' own ranks when every trace carries a distinct one,
+    the given order when none does; a mix is an error (ranks would collide)."""
+    carried = [a.trace_rank for a in aggs]
+    if all(c is None for c in carried):
+        return list(range(len(files)))
+    if any(c is None for c in carried) or len(set(carried)) != len(carried):
+        some = [f"{f.name}: {c}" for f, c in zip(files, carried, strict=True)][:6]
+        raise InputError(
+            "some traces carry a rank in their capture environment (RANK, "
+            f"OMPI_COMM_WORLD_RANK…) and others none or the same one ({', '.join(some)}); "
+            "give the traces of one job, each with its own rank."
+        )
+    return sorted(range(len(files)), key=lambda i: carried[i])
 
 
 def _connect(scheduler: str | None, n_ranks: int) -> tuple[Any, Any]:

@@ -277,3 +277,30 @@ def test_real_two_gpu_traces_as_ranks():
     )
     assert table.loc[1, "Compute/Communication Overlap %"] == 0.0
     assert not table["Straggler"].any()  # two ranks: no median to stray from
+
+
+def test_a_rank_the_trace_carries_wins(tmp_path):
+    """Files named against their ranks: the capture environment's RANK decides (both forms)."""
+    from tests.fixtures.ranks import rank_export
+
+    carried = {"a": 2, "b": 0, "c": 3, "d": 1}  # file name -> RANK in its environment
+    files = []
+    for i, (name, rank) in enumerate(carried.items()):
+        env = {"RANK": str(rank)} if i % 2 else {"PROCESS_0:ENV_7": f"RANK={rank}"}
+        files.append(rank_export(tmp_path / f"{name}.sqlite", rank, slow=1.6 if rank == 1 else 1,
+                                 env=env))  # fmt: skip
+    out = tmp_path / "out"
+    ranks = jlprof.load_ranks(tmp_path, output_path=out, reports=["summary"], progress=False)
+    table = ranks.report("ranks")
+    assert table["Rank"].tolist() == [0, 1, 2, 3]
+    assert [Path(d).stem for d in table["Database"]] == ["b", "d", "a", "c"]
+    assert table.loc[table["Straggler"], "Rank"].tolist() == [1]
+    assert ranks.path(1).name == "d.sqlite"
+    for name, rank in carried.items():  # each rank<N>/ holds that rank's file's reports
+        single = jlprof.load(tmp_path / f"{name}.sqlite").report("summary")
+        assert (out / f"rank{rank}" / "jlprof_summary.csv").read_text() == single.to_csv(
+            index=False
+        )
+    rank_export(tmp_path / "e.sqlite", 4)  # carries no rank: a mix is refused
+    with pytest.raises(InputError, match="some traces carry a rank"):
+        jlprof.load_ranks(tmp_path, progress=False)

@@ -12,6 +12,7 @@ Communication kernels are those whose name starts with ``nccl`` (NCCL's ``ncclKe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from jlprof.engine.profile import Profile
 
 COMM_PREFIX = "nccl"
+# launchers' rank variables, first found wins: torchrun/PyTorch, Open MPI, MPICH/PMIx, Slurm
+RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+_RANK_ASSIGN = re.compile(r"^\s*(" + "|".join(RANK_VARS) + r")=(\d+)\s*$")
 
 
 @dataclass
@@ -31,6 +35,8 @@ class RankAggregates:
     """One rank's figures per iteration (index = iteration number), in ns."""
 
     database: str
+    rank: int  # the trace's own rank (trace_rank), else its position in the given order
+    trace_rank: int | None  # the rank the capture environment carries, if any
     key_node: str | None
     iteration_ns: np.ndarray  # duration of each key-node interval
     compute_ns: np.ndarray  # non-NCCL kernel time launched in the iteration (sum)
@@ -42,7 +48,22 @@ class RankAggregates:
         return len(self.iteration_ns)
 
 
-def reduce_profile(prof: Profile, database: str | Path) -> RankAggregates:
+def trace_rank(meta: dict[str, str]) -> int | None:
+    """The rank a trace carries in its capture environment (nsys export metadata): an entry
+    named like a launcher's rank variable (``RANK``…, see ``RANK_VARS``) with a whole-number
+    value, or an entry whose value is ``RANK=<n>``. None when the trace carries none."""
+    found: dict[str, int] = {}
+    for name, value in meta.items():
+        v = str(value).strip()
+        if name in RANK_VARS and v.isdigit():
+            found.setdefault(name, int(v))
+        m = _RANK_ASSIGN.match(v)
+        if m:
+            found.setdefault(m.group(1), int(m.group(2)))
+    return next((found[k] for k in RANK_VARS if k in found), None)
+
+
+def reduce_profile(prof: Profile, database: str | Path, position: int = 0) -> RankAggregates:
     """Split this rank's kernel time by iteration into compute, communication and exposed
     communication (vectorised; kernels follow the API call that launched them, as every
     other report does)."""
@@ -63,8 +84,11 @@ def reduce_profile(prof: Profile, database: str | Path) -> RankAggregates:
     both = union_length(group, start, end, ngroups)
     compute_only = union_length(group[~comm], start[~comm], end[~comm], ngroups)
     exposed = (both - compute_only).reshape(-1, n_it).sum(axis=0)
+    carried = trace_rank(prof.trace.meta)
     return RankAggregates(
         database=str(database),
+        rank=position if carried is None else carried,
+        trace_rank=carried,
         key_node=prof.key_node,
         iteration_ns=prof.iterations.durations_ns().astype(np.int64),
         compute_ns=compute_ns,

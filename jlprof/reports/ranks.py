@@ -58,6 +58,7 @@ def analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
     exposed = _matrix(aggs, "exposed_comm_ns")
     iters = _matrix(aggs, "iteration_ns")
     n_ranks, n_it = compute.shape
+    ids = np.array([a.rank for a in aggs], np.int64)
     flagged_it = _outliers(compute) if n_ranks > 2 else np.zeros_like(compute, bool)
     with np.errstate(all="ignore"):
         per_rank = np.nanmedian(compute, axis=1) if n_it else np.zeros(n_ranks)
@@ -70,7 +71,7 @@ def analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
         avg_iter = np.where(counts > 0, np.nansum(iters, axis=1) / np.maximum(counts, 1), 0.0)
     ranks = pd.DataFrame(
         {
-            "Rank": np.arange(n_ranks, dtype=np.int64),
+            "Rank": ids,
             "Database": [a.database for a in aggs],
             "Key Node": [a.key_node or "" for a in aggs],
             "Total GPU Time (ns)": (np.nansum(compute, axis=1) + comm_tot).astype(np.int64),
@@ -91,7 +92,7 @@ def analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
     rr, ii = np.nonzero(have)
     per_it = pd.DataFrame(
         {
-            "Rank": rr.astype(np.int64),
+            "Rank": ids[rr],
             "Iteration": ii.astype(np.int64),
             "Iteration Time (ns)": iters[rr, ii].astype(np.int64),
             "Compute Time (ns)": compute[rr, ii].astype(np.int64),
@@ -103,31 +104,32 @@ def analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
     return {
         "ranks": ranks,
         "rank_iterations": per_it,
-        "ranks_expert_systems": _expert(ranks, compute, iters, exposed, flagged_it),
+        "ranks_expert_systems": _expert(ids, straggler, compute, iters, exposed, flagged_it),
     }
 
 
 def _expert(
-    ranks: pd.DataFrame,
+    ids: np.ndarray,
+    straggler: np.ndarray,
     compute: np.ndarray,
     iters: np.ndarray,
     exposed: np.ndarray,
     flagged: np.ndarray,
 ) -> pd.DataFrame:
     rows = []
-    for r in np.flatnonzero(ranks["Straggler"].to_numpy(bool)):
+    for r in np.flatnonzero(straggler):
         its = [int(i) for i in np.flatnonzero(flagged[r])]
         with np.errstate(all="ignore"):
             ratio = float(np.nanmedian(compute[r]) / np.nanmedian(compute))
         rows.append(
             (
-                f"Rank {r} is a straggler: its compute time per iteration is {ratio:.2f}x the "
+                f"Rank {ids[r]} is a straggler: its compute time per iteration is {ratio:.2f}x the "
                 f"median rank's (iterations {_span(its)}).",
-                f"Look at rank {r}'s own reports (rank{r}/): a slower GPU, throttling, "
+                f"Look at rank {ids[r]}'s own reports (rank{ids[r]}/): a slower GPU, throttling, "
                 "a different input size or extra work on that rank slows every other rank at "
                 "the next collective.",
                 "Straggler Detector",
-                {"rank": int(r), "iterations": its, "ratio_to_median": round(ratio, 3)},
+                {"rank": int(ids[r]), "iterations": its, "ratio_to_median": round(ratio, 3)},
             )
         )
     if compute.size and compute.shape[0] > 1:
@@ -136,7 +138,7 @@ def _expert(
             imb = np.where(mx > 0, 100.0 * (mx - np.nanmean(compute, axis=0)) / mx, 0.0)
         bad = np.flatnonzero(imb > IMBALANCE_PCT)
         if len(bad):
-            busiest = np.nanargmax(compute[:, bad], axis=0)
+            busiest = ids[np.nanargmax(compute[:, bad], axis=0)]
             worst = int(bad[np.argmax(imb[bad])])
             rows.append(
                 (
@@ -159,20 +161,20 @@ def _expert(
     hit = np.flatnonzero((share > EXPOSED_COMM_PCT).any(axis=1))
     if len(hit):
         per_rank = {
-            int(r): [int(i) for i in np.flatnonzero(share[r] > EXPOSED_COMM_PCT)] for r in hit
+            int(ids[r]): [int(i) for i in np.flatnonzero(share[r] > EXPOSED_COMM_PCT)] for r in hit
         }
         worst = int(hit[np.argmax(share[hit].max(axis=1))])
         rows.append(
             (
                 f"Exposed communication (NCCL kernels not overlapped by compute) is over "
                 f"{EXPOSED_COMM_PCT:.0f}% of the iteration time on {len(hit)} rank(s): "
-                f"{_span([int(r) for r in hit])} (worst: rank {worst}, "
+                f"{_span([int(ids[r]) for r in hit])} (worst: rank {ids[worst]}, "
                 f"{share[worst].max():.1f}% in iteration {int(np.argmax(share[worst]))}).",
                 "Overlap communication with compute: bucket gradients (DDP bucket_cap_mb), "
                 "start all-reduce during the backward pass, or use a faster interconnect.",
                 "Exposed Communication Detector",
                 {
-                    "ranks": [int(r) for r in hit],
+                    "ranks": [int(ids[r]) for r in hit],
                     "iterations": per_rank,
                     "max_pct": [round(float(share[r].max()), 2) for r in hit],
                 },

@@ -52,15 +52,16 @@ class RanksDashboard(w.VBox):
         ensure_bokehjs()
         self.ranks = ranks
         self.src = ColumnDataSource(heatmap_data(ranks))
-        n_ranks = len(ranks.report("ranks"))
+        ids = ranks.report("ranks")["Rank"]
+        lo, hi = (int(ids.min()), int(ids.max())) if len(ids) else (0, 0)
         n_it = int(self.src.data["iteration"].max()) + 1 if len(self.src.data["rank"]) else 1
         fig = figure(
             title="Compute time per iteration / median rank's (click a rank's cells to open it)",
             x_axis_label="Iteration",
             y_axis_label="Rank",
             x_range=(-0.5, n_it - 0.5),
-            y_range=(n_ranks - 0.5, -0.5),
-            height=min(120 + 14 * n_ranks, 700),
+            y_range=(hi + 0.5, lo - 0.5),
+            height=min(120 + 14 * (hi - lo + 1), 700),
             sizing_mode="stretch_width",
             tools="tap,box_select,reset",
         )
@@ -104,7 +105,7 @@ class RanksDashboard(w.VBox):
         self.dashboard = Dashboard(prof)
         self.rank_view.children = [self.dashboard]
         self.status.value = (
-            f"rank {rank} ({html.escape(str(self.ranks.paths[rank]))}), iterations "
+            f"rank {rank} ({html.escape(str(self.ranks.path(rank)))}), iterations "
             f"{prof.iter_start}..{prof.iter_stop}"
         )
         return self.dashboard
