@@ -10,13 +10,14 @@ reports are written by the workers under ``OUTPUT/rank<N>/``.
 Rank rule: a trace's own rank when its capture environment carries one (``RANK``,
 ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``, ``PMIX_RANK``, ``SLURM_PROCID``: see
 :func:`jlprof.engine.ranks.trace_rank`), else its position in the order given (a directory or
-a glob sorted by name).
+a glob sorted by name, numbers as numbers).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,10 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
     for item in items:
         s = os.fspath(item)
         if Path(s).is_dir():
-            found = sorted(p for p in Path(s).iterdir() if p.suffix in SUFFIXES and p.is_file())
+            found = sorted(
+                (p for p in Path(s).iterdir() if p.suffix in SUFFIXES and p.is_file()),
+                key=_natural,
+            )
             if not found:
                 raise InputError(
                     f"{s} is a directory with no profile in it; give the .sqlite or .nsys-rep "
@@ -49,7 +53,7 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
                 )
             out += _prefer_sqlite(found)
         elif _GLOB & set(s):
-            found = sorted(Path(p) for p in glob.glob(s))
+            found = sorted((Path(p) for p in glob.glob(s)), key=_natural)
             if not found:
                 raise InputError(f"{s}: the pattern matches no file; check the path.")
             out += _prefer_sqlite(found)
@@ -58,6 +62,11 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
         else:
             out.append(Path(s))
     return out
+
+
+def _natural(path: Path) -> list[tuple[int, Any]]:
+    """Name order with numbers compared as numbers: report_2 before report_10."""
+    return [(0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", path.name)]
 
 
 def several(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> bool:

@@ -189,6 +189,13 @@ def test_rank_order_rule(tmp_path):
     got = [p.name for p in rank_paths(tmp_path)]
     assert got == ["a.sqlite", "b.sqlite", "c.nsys-rep"]  # sorted; a.sqlite is a.nsys-rep's export
     assert [p.name for p in rank_paths(str(tmp_path / "*.sqlite"))] == ["a.sqlite", "b.sqlite"]
+    for name in ("r10.sqlite", "r2.sqlite", "r1.sqlite"):
+        (tmp_path / name).write_bytes(b"")
+    assert [p.name for p in rank_paths(str(tmp_path / "r*"))] == [
+        "r1.sqlite",
+        "r2.sqlite",
+        "r10.sqlite",
+    ]
     given = [tmp_path / "b.sqlite", tmp_path / "a.sqlite"]
     assert rank_paths(given) == given  # a list keeps its order
     with pytest.raises(InputError, match="no such file"):
