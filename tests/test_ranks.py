@@ -311,3 +311,21 @@ def test_a_rank_the_trace_carries_wins(tmp_path):
     rank_export(tmp_path / "e.sqlite", 4)  # carries no rank: a mix is refused
     with pytest.raises(InputError, match="some traces carry a rank"):
         jlprof.load_ranks(tmp_path, progress=False)
+
+
+def test_iteration_range_applies_to_the_cross_rank_figures(job):
+    ranks = jlprof.load_ranks(job, key_node="optimizer_step", iter_start=2, iter_stop=4,
+                              progress=False)  # fmt: skip
+    table, per_it = ranks.report("ranks"), ranks.report("rank_iterations")
+    assert (table["Iterations"] == 3).all()
+    assert table.loc[STRAGGLER, "Straggler Iterations"] == "2 3 4"
+    assert per_it["Iteration"].nunique() == STEPS + 1  # the heatmap still has them all
+    for r, db in enumerate(sorted(job.glob("*.sqlite"))):
+        single = jlprof.load(db, key_node="optimizer_step", iter_start=2, iter_stop=4)
+        its = single.summary()["Iterations"]
+        assert table.loc[r, "Avg. Iteration Time (ns)"] == pytest.approx(
+            its["Average Iteration Time (ns)"], abs=0.1
+        )
+        mine = per_it[(per_it["Rank"] == r) & per_it["Iteration"].between(2, 4)]
+        assert table.loc[r, "Compute Time (ns)"] == mine["Compute Time (ns)"].sum()
+        assert table.loc[r, "Communication Time (ns)"] == 3 * 50_000

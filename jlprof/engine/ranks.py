@@ -38,6 +38,8 @@ class RankAggregates:
     rank: int  # the trace's own rank (trace_rank), else its position in the given order
     trace_rank: int | None  # the rank the capture environment carries, if any
     key_node: str | None
+    iter_start: int  # the range the rank's reports aggregate (--iter_start/--iter_stop)
+    iter_stop: int
     iteration_ns: np.ndarray  # duration of each key-node interval
     compute_ns: np.ndarray  # non-NCCL kernel time launched in the iteration (sum)
     comm_ns: np.ndarray  # NCCL kernel time (sum)
@@ -90,6 +92,8 @@ def reduce_profile(prof: Profile, database: str | Path, position: int = 0) -> Ra
         rank=position if carried is None else carried,
         trace_rank=carried,
         key_node=prof.key_node,
+        iter_start=prof.iter_start,
+        iter_stop=prof.iter_stop,
         iteration_ns=prof.iterations.durations_ns().astype(np.int64),
         compute_ns=compute_ns,
         comm_ns=comm_ns,

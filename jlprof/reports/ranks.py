@@ -14,6 +14,7 @@ compute time is such an outlier among the ranks' medians; its outlying iteration
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,19 +54,34 @@ def _outliers(x: np.ndarray) -> np.ndarray:
 
 def analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
     """The cross-rank tables, keyed by report name (see the module docstring)."""
-    compute = _matrix(aggs, "compute_ns")
-    comm = _matrix(aggs, "comm_ns")
-    exposed = _matrix(aggs, "exposed_comm_ns")
-    iters = _matrix(aggs, "iteration_ns")
-    n_ranks, n_it = compute.shape
+    with warnings.catch_warnings():  # iterations outside a range are NaN: all-NaN medians
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _analyse(aggs)
+
+
+def _analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
+    full = {
+        f: _matrix(aggs, f) for f in ("compute_ns", "comm_ns", "exposed_comm_ns", "iteration_ns")
+    }
+    n_ranks, n_it = full["compute_ns"].shape
     ids = np.array([a.rank for a in aggs], np.int64)
+    # the per-rank figures, stragglers and expert rows cover each rank's aggregated range
+    # (--iter_start/--iter_stop; all iterations by default); rank_iterations lists them all
+    col = np.arange(n_it)[None, :]
+    lo = np.array([a.iter_start for a in aggs], np.int64)[:, None]
+    hi = np.array([a.iter_stop for a in aggs], np.int64)[:, None]
+    out_of_range = (col < lo) | (col > hi)
+    compute, comm, exposed, iters = (
+        np.where(out_of_range, np.nan, full[f])
+        for f in ("compute_ns", "comm_ns", "exposed_comm_ns", "iteration_ns")
+    )
     flagged_it = _outliers(compute) if n_ranks > 2 else np.zeros_like(compute, bool)
     with np.errstate(all="ignore"):
         per_rank = np.nanmedian(compute, axis=1) if n_it else np.zeros(n_ranks)
     straggler = _outliers(per_rank[:, None])[:, 0] if n_ranks > 2 else np.zeros(n_ranks, bool)
     comm_tot = np.nansum(comm, axis=1)
     exp_tot = np.nansum(exposed, axis=1)
-    counts = np.array([a.iterations for a in aggs], np.int64)
+    counts = (~np.isnan(iters)).sum(axis=1).astype(np.int64)
     with np.errstate(all="ignore"):
         overlap = np.where(comm_tot > 0, 100.0 * (comm_tot - exp_tot) / comm_tot, 0.0)
         avg_iter = np.where(counts > 0, np.nansum(iters, axis=1) / np.maximum(counts, 1), 0.0)
@@ -88,16 +104,15 @@ def analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
             ],
         }
     )
-    have = ~np.isnan(compute)
-    rr, ii = np.nonzero(have)
+    rr, ii = np.nonzero(~np.isnan(full["compute_ns"]))
     per_it = pd.DataFrame(
         {
             "Rank": ids[rr],
             "Iteration": ii.astype(np.int64),
-            "Iteration Time (ns)": iters[rr, ii].astype(np.int64),
-            "Compute Time (ns)": compute[rr, ii].astype(np.int64),
-            "Communication Time (ns)": comm[rr, ii].astype(np.int64),
-            "Exposed Communication Time (ns)": exposed[rr, ii].astype(np.int64),
+            "Iteration Time (ns)": full["iteration_ns"][rr, ii].astype(np.int64),
+            "Compute Time (ns)": full["compute_ns"][rr, ii].astype(np.int64),
+            "Communication Time (ns)": full["comm_ns"][rr, ii].astype(np.int64),
+            "Exposed Communication Time (ns)": full["exposed_comm_ns"][rr, ii].astype(np.int64),
             "Outlier": flagged_it[rr, ii],
         }
     )
