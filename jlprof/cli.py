@@ -23,7 +23,7 @@ from pathlib import Path
 from jlprof import __version__
 from jlprof.distributed import several
 from jlprof.engine.profile import MODES, REPORTS
-from jlprof.errors import JlprofError
+from jlprof.errors import JlprofError, OptionError
 from jlprof.outputs import prepare_folder, written
 from jlprof.reports.writers import check_outputs, report_path
 
@@ -301,6 +301,13 @@ def run(args: argparse.Namespace, say: _Say) -> int:
 def _run_ranks(args, say: _Say, reports: list[str], formats: list[str], out: Path) -> int:
     """Several databases: one rank each, on Dask (``jlprof.distributed``)."""
     from jlprof.distributed import load_ranks
+
+    if args.save_db or args.dump_model_data:
+        raise OptionError(
+            "--save_db and --dump_model_data take one database; run them on one rank's file."
+        )
+    if args.command:
+        say(f"ignoring the command {' '.join(args.command)!r}: --database was given", "minimal")
 
     ranks = load_ranks(
         args.database,

@@ -329,3 +329,9 @@ def test_iteration_range_applies_to_the_cross_rank_figures(job):
         mine = per_it[(per_it["Rank"] == r) & per_it["Iteration"].between(2, 4)]
         assert table.loc[r, "Compute Time (ns)"] == mine["Compute Time (ns)"].sum()
         assert table.loc[r, "Communication Time (ns)"] == 3 * 50_000
+
+
+def test_single_file_options_are_refused_for_a_job(job, tmp_path, capsys):
+    argv = [f"--database={job}", f"--save_db={tmp_path / 'x.jlprof'}", f"--output_path={tmp_path}"]
+    assert main(argv) == 2
+    assert "--save_db and --dump_model_data take one database" in capsys.readouterr().err
