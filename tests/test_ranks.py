@@ -34,6 +34,16 @@ def job(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def shared():
+    """One LocalCluster for the tests that are not about starting one (saves ~3 s each)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
+                      dashboard_address=None, silence_logs=40) as cluster:  # fmt: skip
+        yield cluster.scheduler_address
+
+
+@pytest.fixture(scope="module")
 def local_run(job, tmp_path_factory) -> Path:
     """The CLI on the job's folder with the default LocalCluster."""
     out = tmp_path_factory.mktemp("local")
@@ -214,15 +224,15 @@ def test_a_bad_rank_is_named(job, tmp_path, capsys):
     assert "rank 2 (" in err and "broken.sqlite" in err
 
 
-def test_clock_offsets_do_not_matter(tmp_path):
+def test_clock_offsets_do_not_matter(tmp_path, shared):
     """Ranks are aligned by key-node instance: the same rank under another clock is identical."""
     a = rank_exports(tmp_path / "a", 3)
     from tests.fixtures.ranks import rank_export
 
     b = [rank_export(tmp_path / f"b{r}.sqlite", r, clock_offset_ns=10**12 * (r + 1))
          for r in range(3)]  # fmt: skip
-    ra = jlprof.load_ranks(a, progress=False).report("rank_iterations")
-    rb = jlprof.load_ranks(b, progress=False).report("rank_iterations")
+    ra = jlprof.load_ranks(a, scheduler=shared, progress=False).report("rank_iterations")
+    rb = jlprof.load_ranks(b, scheduler=shared, progress=False).report("rank_iterations")
     pd.testing.assert_frame_equal(ra, rb)
     assert not np.any(ra["Outlier"])
 
@@ -260,7 +270,7 @@ def _exposed_by_sweep(db: Path) -> int:
     return total
 
 
-def test_real_two_gpu_traces_as_ranks():
+def test_real_two_gpu_traces_as_ranks(shared):
     """Two real 2-GPU exports analysed as a job: FSDP training (NCCL SendRecv kernels on both
     GPUs) and sequence-parallel inference (no NCCL kernel in its window). The figures match SQL
     sums and an independent sweep."""
@@ -268,7 +278,7 @@ def test_real_two_gpu_traces_as_ranks():
 
     names = ["nsysai-fastvideo-wan-train-fsdp-2gpu", "nsysai-fastvideo-wan-infer-sp2-2gpu"]
     files = [real_data_dir() / n / f"{n}.sqlite" for n in names]
-    table = jlprof.load_ranks(files, progress=False).report("ranks")
+    table = jlprof.load_ranks(files, scheduler=shared, progress=False).report("ranks")
     for r, db in enumerate(files):
         row = table.loc[r]
         total, nccl = _kernel_sums(db)
@@ -286,7 +296,7 @@ def test_real_two_gpu_traces_as_ranks():
     assert not table["Straggler"].any()  # two ranks: no median to stray from
 
 
-def test_a_rank_the_trace_carries_wins(tmp_path):
+def test_a_rank_the_trace_carries_wins(tmp_path, shared):
     """Files named against their ranks: the capture environment's RANK decides (both forms)."""
     from tests.fixtures.ranks import rank_export
 
@@ -297,7 +307,9 @@ def test_a_rank_the_trace_carries_wins(tmp_path):
         files.append(rank_export(tmp_path / f"{name}.sqlite", rank, slow=1.6 if rank == 1 else 1,
                                  env=env))  # fmt: skip
     out = tmp_path / "out"
-    ranks = jlprof.load_ranks(tmp_path, output_path=out, reports=["summary"], progress=False)
+    ranks = jlprof.load_ranks(
+        tmp_path, output_path=out, reports=["summary"], scheduler=shared, progress=False
+    )
     table = ranks.report("ranks")
     assert table["Rank"].tolist() == [0, 1, 2, 3]
     assert [Path(d).stem for d in table["Database"]] == ["b", "d", "a", "c"]
@@ -310,12 +322,12 @@ def test_a_rank_the_trace_carries_wins(tmp_path):
         )
     rank_export(tmp_path / "e.sqlite", 4)  # carries no rank: a mix is refused
     with pytest.raises(InputError, match="some traces carry a rank"):
-        jlprof.load_ranks(tmp_path, progress=False)
+        jlprof.load_ranks(tmp_path, scheduler=shared, progress=False)
 
 
-def test_iteration_range_applies_to_the_cross_rank_figures(job):
+def test_iteration_range_applies_to_the_cross_rank_figures(job, shared):
     ranks = jlprof.load_ranks(job, key_node="optimizer_step", iter_start=2, iter_stop=4,
-                              progress=False)  # fmt: skip
+                              scheduler=shared, progress=False)  # fmt: skip
     table, per_it = ranks.report("ranks"), ranks.report("rank_iterations")
     assert (table["Iterations"] == 3).all()
     assert table.loc[STRAGGLER, "Straggler Iterations"] == "2 3 4"
