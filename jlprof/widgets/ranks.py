@@ -10,10 +10,12 @@ Below the heatmap: the per-rank summary table (the ``ranks`` report).
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import ipywidgets as w
 import numpy as np
+import pandas as pd
 from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper
 from bokeh.palettes import RdYlBu11
 from bokeh.plotting import figure
@@ -22,8 +24,13 @@ from jlprof.errors import JlprofError
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.dashboard import Dashboard, ensure_bokehjs
 
-if TYPE_CHECKING:
-    from jlprof.distributed import RankSet
+
+class RankSet(Protocol):
+    """What the view needs of :class:`jlprof.distributed.RankSet` (a layer above widgets)."""
+
+    def report(self, name: str = "ranks") -> pd.DataFrame: ...
+    def path(self, rank: int) -> Path: ...
+    def profile(self, rank: int) -> Any: ...
 
 
 def heatmap_data(ranks: RankSet) -> dict[str, np.ndarray]:
