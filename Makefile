@@ -22,6 +22,7 @@ install: system
 lint:
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format:
 	$(PY) -m ruff check --fix .

@@ -45,7 +45,7 @@ CHILD = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 import jlprof
-from jlprof.engine.profile import REPORTS
+from jlprof.reports import REPORTS
 p = jlprof.load(sys.argv[1], key_node="optimizer_step")
 for r in REPORTS:
     p.report(r)

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from jlprof.version import __version__
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.profile import Profile
 
 
 def load(path: str, **options: Any) -> Profile:
     """Read an nsys export (``.sqlite``, ``.nsys-rep``, ``.qdrep``) or a jlprof database."""
-    from jlprof.engine.profile import load as _load
+    from jlprof.profile import load as _load
 
     return _load(path, **options)
 
@@ -30,7 +30,7 @@ def load_ranks(paths: Any, **options: Any) -> Any:
 def __getattr__(name: str) -> Any:
     """``jlprof.Profile``, imported on first use: ``import jlprof`` stays free of pandas."""
     if name == "Profile":
-        from jlprof.engine.profile import Profile
+        from jlprof.profile import Profile
 
         return Profile
     raise AttributeError(f"module 'jlprof' has no attribute {name!r}")

@@ -20,27 +20,12 @@ import time
 import traceback
 from pathlib import Path
 
-from jlprof import __version__
 from jlprof.distributed import several
-from jlprof.engine.profile import MODES, REPORTS
 from jlprof.errors import JlprofError, OptionError
+from jlprof.options import VERBOSITY, add_cli_options
 from jlprof.outputs import prepare_folder, written
 from jlprof.reports.writers import check_outputs, report_path
-
-VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
-
-
-def parse_bool(v: str) -> bool:
-    low = v.strip().lower()
-    if low in ("true", "1", "yes", "on"):
-        return True
-    if low in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {v!r}")
-
-
-def parse_list(v: str) -> list[str]:
-    return [x for x in v.replace(" ", ",").split(",") if x]
+from jlprof.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,123 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-V", "--version", action="version", version=f"jlprof {__version__}")
-    g = p.add_argument_group("generic")
-    g.add_argument(
-        "-f",
-        "--force",
-        type=parse_bool,
-        default=False,
-        metavar="{true,false}",
-        help="overwrite existing result files (reports, nsys outputs)",
-    )
-    g.add_argument(
-        "-v",
-        "--verbosity",
-        choices=VERBOSITY,
-        default="normal",
-        help="output verbosity; 'diagnostic' shows tracebacks",
-    )
-    g.add_argument(
-        "-m",
-        "--mode",
-        choices=MODES,
-        default=None,
-        help="framework of the profiled run; 'pytorch' adds Direction columns and the PyTorch "
-        "expert systems, and annotates a profiled command's ops with jlprof.torch (default: "
-        "pytorch when the trace holds PyTorch markers, else simple)",
-    )
-    n = p.add_argument_group("Nsight Systems")
-    n.add_argument(
-        "--database",
-        metavar="FILE",
-        nargs="+",
-        help="analyse this nsys export (.sqlite, .nsys-rep, .qdrep) or jlprof "
-        "database instead of profiling a command; several files, a directory or a glob: "
-        "one per rank of a distributed job, analysed on Dask (docs/ranks.md)",
-    )
-    n.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        default=None,
-        help="Dask scheduler for several databases, e.g. tcp://host:8786 (default "
-        "$JLPROF_SCHEDULER, else a local cluster); workers read the files themselves",
-    )
-    n.add_argument(
-        "--nsys_base_name",
-        default="nsys_profile",
-        help="base name of the nsys output files when profiling",
-    )
-    n.add_argument(
-        "--nsys_opts",
-        "--nsys_options",
-        dest="nsys_opts",
-        default="",
-        help='extra nsys profile flags, e.g. --nsys_opts="-t cuda,nvtx,osrt"',
-    )
-    n.add_argument("-y", "--delay", type=float, default=0, help="collection start delay (s)")
-    n.add_argument("-d", "--duration", type=float, default=None, help="collection duration (s)")
-    a = p.add_argument_group("data aggregation")
-    a.add_argument(
-        "--key_node",
-        "--key_op",
-        dest="key_node",
-        default=None,
-        help="op name or op ID marking each iteration (default: global_step, then optimizer_step)",
-    )
-    a.add_argument(
-        "--iter_start",
-        type=int,
-        default=None,
-        help="first iteration to aggregate (inclusive, default 0)",
-    )
-    a.add_argument(
-        "--iter_stop",
-        type=int,
-        default=None,
-        help="last iteration to aggregate (inclusive, default the last)",
-    )
-    a.add_argument(
-        "--domains",
-        type=parse_list,
-        default=None,
-        help="NVTX domains to use, comma separated ('' = default domain)",
-    )
-    o = p.add_argument_group("output reports")
-    o.add_argument("--output_path", default=".", help="folder for the reports (created)")
-    o.add_argument(
-        "--profile_name",
-        "--base_name",
-        dest="profile_name",
-        default="jlprof",
-        help="prefix of the report files",
-    )
-    o.add_argument(
-        "--reports",
-        type=parse_list,
-        default=["summary"],
-        help=f"comma list of {', '.join(REPORTS)} or all (default summary)",
-    )
-    o.add_argument(
-        "--formats",
-        "--file_formats",
-        dest="formats",
-        type=parse_list,
-        default=["csv"],
-        help="csv and/or json (default csv)",
-    )
-    o.add_argument(
-        "--dump_model_data",
-        type=parse_bool,
-        default=False,
-        metavar="{true,false}",
-        help="also write the raw correlated op instances as JSON",
-    )
-    o.add_argument(
-        "--save_db",
-        metavar="FILE",
-        default=None,
-        help="save a jlprof database (.jlprof) for fast re-analysis",
-    )
+    add_cli_options(p)
     p.add_argument(
         "command",
         nargs=argparse.REMAINDER,
@@ -207,7 +76,7 @@ def _dump_model_data(prof, path: Path) -> Path:
 
 
 def run(args: argparse.Namespace, say: _Say) -> int:
-    from jlprof.engine.profile import load
+    from jlprof.profile import load
 
     # every option and output folder is checked before the (long) load or profiling run
     reports, formats = check_outputs(args.reports, args.formats, args.profile_name)

@@ -96,7 +96,7 @@ def _rank_task(
 ) -> RankAggregates:
     """Runs on a worker: load one rank, write its reports under ``rank<N>/`` (N: the rank the
     trace carries, else its position), return its small aggregates."""
-    from jlprof.engine.profile import load
+    from jlprof.profile import load
 
     prof = load(path, **options)
     agg = reduce_profile(prof, label, rank)
@@ -134,8 +134,8 @@ class RankSet:
         raise JlprofError(f"no rank {rank}; the ranks are {[a.rank for a in self.aggregates]}.")
 
     def profile(self, rank: int) -> Any:
-        """That rank's :class:`~jlprof.engine.profile.Profile` (read here, in this process)."""
-        from jlprof.engine.profile import load
+        """That rank's :class:`~jlprof.profile.Profile` (read here, in this process)."""
+        from jlprof.profile import load
 
         return load(self.path(rank), **dict(self.options, profile_name=self.profile_name))
 
@@ -155,9 +155,9 @@ class RankSet:
         'notebook' extra)."""
         from IPython.display import display
 
-        from jlprof.widgets.display import _in_kernel
+        from jlprof.widgets.frontend import in_kernel
 
-        if _in_kernel():
+        if in_kernel():
             try:
                 display(self.dashboard())
                 return
@@ -189,7 +189,7 @@ def load_ranks(
     ``options`` are :func:`jlprof.load`'s (key_node, iter_start, iter_stop, domains, mode).
     ``output_path`` and ``reports``: each rank's DLProf reports go to ``output_path/rank<N>/``.
     """
-    from jlprof.engine.profile import check_options
+    from jlprof.engine.analysis import check_options
     from jlprof.reports.writers import check_outputs
 
     files = rank_paths(paths)

@@ -30,3 +30,8 @@ class OutputError(JlprofError):
 
 
 __all__ = ["AnalysisError", "InputError", "JlprofError", "OptionError", "OutputError"]
+
+
+class TorchUnavailable(JlprofError, ImportError):
+    """PyTorch or the nvtx package is missing: a JlprofError for users, an ImportError for
+    callers that treat annotation as optional (the notebook sidecar)."""

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from jlprof.cli import main
-from jlprof.engine.profile import REPORTS
+from jlprof.profile import REPORTS
 from tests.fixtures.loops import small_training_export
 
 

@@ -19,8 +19,8 @@ import pytest
 
 import jlprof
 from jlprof.engine import schema
-from jlprof.engine.profile import REPORTS, Profile
 from jlprof.engine.read import read_trace
+from jlprof.profile import REPORTS, Profile
 from tests.fixtures.scenarios import real_traces
 
 REAL = real_traces()

@@ -230,22 +230,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     r_start = nv["start_ns"].to_numpy(np.int64)
     r_end = nv["end_ns"].to_numpy(np.int64)
     r_tid = nv["global_tid"].to_numpy(np.int64)
-    etid = nv["end_global_tid"].to_numpy(np.int64)
-    nestable = (etid < 0) | (etid == r_tid)
-    dom_code = nv["domain"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    tid_code, tid_uniq = pd.factorize(r_tid)
-    n_dom = int(dom_code.max()) + 1 if len(dom_code) else 1
-    lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64) * n_dom + dom_code)
-    lane_tid = tid_uniq[lane_keys // n_dom] if len(lane_keys) else np.zeros(0, np.int64)
-    lane_dom = lane_keys % n_dom if len(lane_keys) else np.zeros(0, np.int64)
-    lane = np.where(nestable, lane_id, NONE).astype(np.int64)
-    r_parent = np.full(len(nv), NONE, dtype=np.int64)
-    nest_rows = np.flatnonzero(nestable)
-    n_lane, n_start, n_end = lane[nest_rows], r_start[nest_rows], r_end[nest_rows]
-    n_order = _range_order(n_lane, n_start, n_end)  # shared by nesting and every domain's calls
-    if len(nest_rows):
-        p = _nest(n_lane, n_start, n_end, n_order)
-        r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
+    rl = _range_lanes(nv, r_start, r_end, r_tid)
+    lane, lane_tid, lane_dom, r_parent = rl.lane, rl.lane_tid, rl.lane_dom, rl.parent
 
     # ---- range texts, parsed once each; emit_nvtx chains work for their outermost range
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
@@ -258,45 +244,14 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     a_start = api["start_ns"].to_numpy(np.int64)
     a_end = api["end_ns"].to_numpy(np.int64)
     a_tid = api["global_tid"].to_numpy(np.int64)
-    a_inst = np.full(len(api), NONE, dtype=np.int64)
-    if len(nest_rows) and len(api):
-        lanes = pd.DataFrame({"tid": lane_tid, "dom": lane_dom})
-        n_parent = _local_parent(r_parent, nest_rows)
-        for d in np.unique(lanes["dom"].to_numpy()):
-            sel = lanes.index[lanes["dom"] == d]
-            idx = pd.Index(lanes.loc[sel, "tid"].to_numpy())
-            hit = idx.get_indexer(a_tid)
-            q_lane = np.where(hit >= 0, sel.to_numpy()[np.maximum(hit, 0)], NONE)
-            c = _innermost(n_lane, n_start, n_end, n_parent, q_lane, a_start, a_end, n_order)
-            c = np.where(c >= 0, nest_rows[np.maximum(c, 0)], NONE)
-            better = (c >= 0) & (
-                (a_inst < 0) | (r_start[np.maximum(c, 0)] > r_start[np.maximum(a_inst, 0)])
-            )
-            a_inst[better] = c[better]
+    a_inst = _calls_in_ranges(rl, r_start, a_tid, a_start, a_end)
 
     if len(a_inst) and len(r_top):  # a call in nested emit_nvtx ranges: the outermost's
         in_top = (a_inst >= 0) & (r_top[np.maximum(a_inst, 0)] >= 0)
         a_inst[in_top] = r_top[a_inst[in_top]]
 
     # ---- GPU work -> API call: same correlationId in the same process
-    g_api = np.full(len(gpu), NONE, dtype=np.int64)
-    if len(gpu) and len(api):
-        a_pid = a_tid & GLOBAL_PID_MASK
-        g_pid = gpu["global_pid"].to_numpy(np.int64) & GLOBAL_PID_MASK
-        corr_a = api["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
-        corr_g = gpu["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
-        pids = (a_pid.min(), a_pid.max(), g_pid.min(), g_pid.max())
-        if min(pids) == max(pids):  # one process (the usual case): no 2M-row hashing
-            ka, kg = corr_a, corr_g
-        else:
-            pid_codes, _ = pd.factorize(np.concatenate([a_pid, g_pid]))
-            ka = pid_codes[: len(api)].astype(np.int64) << 40 | corr_a
-            kg = pid_codes[len(api) :].astype(np.int64) << 40 | corr_g
-        asort = np.argsort(ka, kind="stable")
-        ka_sorted = ka[asort]
-        pos = np.clip(np.searchsorted(ka_sorted, kg), 0, len(ka) - 1)
-        found = (ka_sorted[pos] == kg) & (gpu["correlation_id"].to_numpy() >= 0)
-        g_api[found] = asort[pos[found]]
+    g_api = _launching_calls(api, gpu, a_tid)
 
     # ---- synthetic unassociated instances
     n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
@@ -325,52 +280,12 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     # ---- op identity: each range's label (parsed texts), then synthetic names
     r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64)
     labels, r_label = range_labels(parsed, text_code, r_parent, r_top, r_start, r_pid)
-    by_type = parsed.iloc[labels["type_text"].to_numpy()].reset_index(drop=True)
-    named = label_names(parsed, labels)
-    direction = np.where(labels["bprop"], "bprop", by_type["direction"].to_numpy(object))
-    lab_ops = pd.DataFrame(
-        {
-            "op_name": named,
-            "op_type": by_type["op_type"].to_numpy(object),
-            "direction": direction,
-            "op_id": np.where(direction != "", named + ":" + direction, named),
-        }
-    )
-    # names of the unassociated rows only (not 1M-row object arrays)
-    un_names = np.concatenate(
-        [
-            np.asarray(api["name"].array.take(un_api), dtype=object),
-            np.asarray(gpu["name"].array.take(un_gpu), dtype=object),
-        ]
-    ).astype(str)
-    op_frames = [lab_ops]
-    un_uniq, un_inv = np.unique(un_names, return_inverse=True)
-    op_frames.append(
-        pd.DataFrame(
-            {
-                "op_name": [unassociated_name(s) for s in un_uniq],
-                "op_type": un_uniq,
-                "direction": "",
-                "op_id": [unassociated_name(s) for s in un_uniq],
-            }
-        )
-    )
-    all_ops = pd.concat(op_frames, ignore_index=True)
-    op_code, ops_uniq = pd.factorize(
-        pd.MultiIndex.from_frame(all_ops[["op_name", "op_type", "direction", "op_id"]])
-    )
-    ops = pd.DataFrame(list(ops_uniq), columns=["op_name", "op_type", "direction", "op_id"])
-    if not len(ops):
-        ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
-    ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
-    n_lab = len(labels)
-    _annotation_columns(ops, by_type, op_code[:n_lab])
-    inst_op = np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]).astype(np.int64)
+    ops, inst_op, named, lab_code = _op_table(parsed, labels, r_label, api, gpu, un_api, un_gpu)
 
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
     op_abs = np.full(len(ops), "", dtype=object)
-    op_abs[op_code[:n_lab]] = [abs_path(str(name)) for name in named]
+    op_abs[lab_code] = [abs_path(str(name)) for name in named]
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
     cpu_ns = np.concatenate(
@@ -431,6 +346,150 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
         lane_dom=np.asarray(lane_dom, np.int64),
         markers=_markers(parsed),
     )
+
+
+@dataclass
+class _RangeLanes:
+    """NVTX ranges on their lanes (thread x domain), with their nesting."""
+
+    lane: np.ndarray  # per range; NONE for a start/end range ended on another thread
+    lane_tid: np.ndarray
+    lane_dom: np.ndarray
+    parent: np.ndarray  # enclosing range per range, NONE for a root
+    nest_rows: np.ndarray  # the ranges that nest (on one lane), and per nestable row:
+    n_lane: np.ndarray
+    n_start: np.ndarray
+    n_end: np.ndarray
+    n_order: np.ndarray  # shared by nesting and every domain's call lookup
+
+
+def _range_lanes(
+    nv: pd.DataFrame, r_start: np.ndarray, r_end: np.ndarray, r_tid: np.ndarray
+) -> _RangeLanes:
+    """Lanes and nesting of the NVTX ranges; start/end ranges ended elsewhere are roots."""
+    etid = nv["end_global_tid"].to_numpy(np.int64)
+    nestable = (etid < 0) | (etid == r_tid)
+    dom_code = nv["domain"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    tid_code, tid_uniq = pd.factorize(r_tid)
+    n_dom = int(dom_code.max()) + 1 if len(dom_code) else 1
+    lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64) * n_dom + dom_code)
+    lane_tid = tid_uniq[lane_keys // n_dom] if len(lane_keys) else np.zeros(0, np.int64)
+    lane_dom = lane_keys % n_dom if len(lane_keys) else np.zeros(0, np.int64)
+    lane = np.where(nestable, lane_id, NONE).astype(np.int64)
+    r_parent = np.full(len(nv), NONE, dtype=np.int64)
+    nest_rows = np.flatnonzero(nestable)
+    n_lane, n_start, n_end = lane[nest_rows], r_start[nest_rows], r_end[nest_rows]
+    n_order = _range_order(n_lane, n_start, n_end)  # shared by nesting and every domain's calls
+    if len(nest_rows):
+        p = _nest(n_lane, n_start, n_end, n_order)
+        r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
+    return _RangeLanes(
+        lane, lane_tid, lane_dom, r_parent, nest_rows, n_lane, n_start, n_end, n_order
+    )
+
+
+def _calls_in_ranges(
+    rl: _RangeLanes, r_start: np.ndarray, a_tid: np.ndarray, a_start: np.ndarray, a_end: np.ndarray
+) -> np.ndarray:
+    """Per API call, the innermost range around it on its thread (latest-starting across
+    domains), NONE outside every range."""
+    a_inst = np.full(len(a_tid), NONE, dtype=np.int64)
+    if len(rl.nest_rows) and len(a_tid):
+        lanes = pd.DataFrame({"tid": rl.lane_tid, "dom": rl.lane_dom})
+        n_parent = _local_parent(rl.parent, rl.nest_rows)
+        for d in np.unique(lanes["dom"].to_numpy()):
+            sel = lanes.index[lanes["dom"] == d]
+            idx = pd.Index(lanes.loc[sel, "tid"].to_numpy())
+            hit = idx.get_indexer(a_tid)
+            q_lane = np.where(hit >= 0, sel.to_numpy()[np.maximum(hit, 0)], NONE)
+            c = _innermost(
+                rl.n_lane, rl.n_start, rl.n_end, n_parent, q_lane, a_start, a_end, rl.n_order
+            )
+            c = np.where(c >= 0, rl.nest_rows[np.maximum(c, 0)], NONE)
+            better = (c >= 0) & (
+                (a_inst < 0) | (r_start[np.maximum(c, 0)] > r_start[np.maximum(a_inst, 0)])
+            )
+            a_inst[better] = c[better]
+    return a_inst
+
+
+def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) -> np.ndarray:
+    """Per GPU activity, the API call that launched it (same correlationId, same process)."""
+    g_api = np.full(len(gpu), NONE, dtype=np.int64)
+    if len(gpu) and len(api):
+        a_pid = a_tid & GLOBAL_PID_MASK
+        g_pid = gpu["global_pid"].to_numpy(np.int64) & GLOBAL_PID_MASK
+        corr_a = api["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
+        corr_g = gpu["correlation_id"].to_numpy(np.int64) & ((1 << 40) - 1)
+        pids = (a_pid.min(), a_pid.max(), g_pid.min(), g_pid.max())
+        if min(pids) == max(pids):  # one process (the usual case): no 2M-row hashing
+            ka, kg = corr_a, corr_g
+        else:
+            pid_codes, _ = pd.factorize(np.concatenate([a_pid, g_pid]))
+            ka = pid_codes[: len(api)].astype(np.int64) << 40 | corr_a
+            kg = pid_codes[len(api) :].astype(np.int64) << 40 | corr_g
+        asort = np.argsort(ka, kind="stable")
+        ka_sorted = ka[asort]
+        pos = np.clip(np.searchsorted(ka_sorted, kg), 0, len(ka) - 1)
+        found = (ka_sorted[pos] == kg) & (gpu["correlation_id"].to_numpy() >= 0)
+        g_api[found] = asort[pos[found]]
+    return g_api
+
+
+def _op_table(
+    parsed: pd.DataFrame,
+    labels: pd.DataFrame,
+    r_label: np.ndarray,
+    api: pd.DataFrame,
+    gpu: pd.DataFrame,
+    un_api: np.ndarray,
+    un_gpu: np.ndarray,
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """The ops (name, type, direction, op ID, TC eligibility, annotations), the op of each
+    instance (ranges, then unassociated calls, then unassociated GPU work), the ranges' label
+    names and each label's op code."""
+    by_type = parsed.iloc[labels["type_text"].to_numpy()].reset_index(drop=True)
+    named = label_names(parsed, labels)
+    direction = np.where(labels["bprop"], "bprop", by_type["direction"].to_numpy(object))
+    lab_ops = pd.DataFrame(
+        {
+            "op_name": named,
+            "op_type": by_type["op_type"].to_numpy(object),
+            "direction": direction,
+            "op_id": np.where(direction != "", named + ":" + direction, named),
+        }
+    )
+    # names of the unassociated rows only (not 1M-row object arrays)
+    un_names = np.concatenate(
+        [
+            np.asarray(api["name"].array.take(un_api), dtype=object),
+            np.asarray(gpu["name"].array.take(un_gpu), dtype=object),
+        ]
+    ).astype(str)
+    op_frames = [lab_ops]
+    un_uniq, un_inv = np.unique(un_names, return_inverse=True)
+    op_frames.append(
+        pd.DataFrame(
+            {
+                "op_name": [unassociated_name(s) for s in un_uniq],
+                "op_type": un_uniq,
+                "direction": "",
+                "op_id": [unassociated_name(s) for s in un_uniq],
+            }
+        )
+    )
+    all_ops = pd.concat(op_frames, ignore_index=True)
+    op_code, ops_uniq = pd.factorize(
+        pd.MultiIndex.from_frame(all_ops[["op_name", "op_type", "direction", "op_id"]])
+    )
+    ops = pd.DataFrame(list(ops_uniq), columns=["op_name", "op_type", "direction", "op_id"])
+    if not len(ops):
+        ops = pd.DataFrame(columns=["op_name", "op_type", "direction", "op_id"], dtype=object)
+    ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
+    n_lab = len(labels)
+    _annotation_columns(ops, by_type, op_code[:n_lab])
+    inst_op = np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]).astype(np.int64)
+    return ops, inst_op, named, op_code[:n_lab]
 
 
 ANNOTATION_COLUMNS = ("data_type", "input_shapes", "stack_trace")

@@ -6,14 +6,17 @@ MB is a fresh ``mmap``: its pages fault in one by one and are zeroed, and in the
 on that was ~30 % of the whole load's CPU time (BENCHMARKS.md, 2026-11-23). Inside
 :func:`heavy_stage` large blocks come from the heap instead, so a freed permutation is
 reused by the next one; when the outermost stage ends, ``malloc_trim`` returns the free
-heap to the OS so a notebook kernel does not keep the stage's peak. Where glibc is absent
-(macOS, musl) both are no-ops.
+heap to the OS so a notebook kernel does not keep the stage's peak, and both thresholds go back
+to the process's own settings (glibc's defaults, or its ``MALLOC_*_THRESHOLD_`` variables): a
+library must not change its host's allocator behind its back. Where glibc is absent (macOS,
+musl) all of this is a no-op.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -29,6 +32,7 @@ _M_MMAP_THRESHOLD = -3
 # it trims the heap top when more than twice that is free
 _MMAP_MAX = 32 * 1024 * 1024
 _STAGE_TRIM = 2**31 - 1  # an int: never trim the heap top within a stage
+_GLIBC_DEFAULT = 128 * 1024  # both thresholds' glibc default (malloc.h, DEFAULT_MMAP_THRESHOLD_MIN)
 _lock = threading.Lock()
 _depth = 0
 
@@ -83,11 +87,21 @@ def small_pages() -> Iterator[None]:
         setter(previous)
 
 
+def _host_setting(env: str) -> int:
+    """The process's own threshold: its ``MALLOC_*_`` variable as glibc read it, or glibc's."""
+    try:
+        return int(os.environ.get(env, _GLIBC_DEFAULT))
+    except ValueError:
+        return _GLIBC_DEFAULT
+
+
 @contextmanager
 def heavy_stage() -> Iterator[None]:
     """Within the block, big arrays reuse freed heap memory; after it, give memory back.
 
-    Nests: only the outermost block changes the allocator's thresholds and trims.
+    Nests: only the outermost block changes the allocator's thresholds, and on leaving restores
+    them and trims. glibc then keeps these values fixed (a ``mallopt`` switches off its dynamic
+    mmap threshold for good; there is no call to switch it back on).
     """
     global _depth
     libc = _libc()
@@ -107,5 +121,6 @@ def heavy_stage() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0:
-                libc.mallopt(_M_TRIM_THRESHOLD, 2 * _MMAP_MAX)
                 libc.malloc_trim(0)
+                libc.mallopt(_M_MMAP_THRESHOLD, _host_setting("MALLOC_MMAP_THRESHOLD_"))
+                libc.mallopt(_M_TRIM_THRESHOLD, _host_setting("MALLOC_TRIM_THRESHOLD_"))

@@ -22,7 +22,7 @@ import numpy as np
 from jlprof.engine.intervals import union_length
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 COMM_PREFIX = "nccl"
 # launchers' rank variables, first found wins: torchrun/PyTorch, Open MPI, MPICH/PMIx, Slurm
@@ -65,7 +65,7 @@ def trace_rank(meta: dict[str, str]) -> int | None:
     return next((found[k] for k in RANK_VARS if k in found), None)
 
 
-def reduce_profile(prof: Profile, database: str | Path, position: int = 0) -> RankAggregates:
+def reduce_profile(prof: Analysis, database: str | Path, position: int = 0) -> RankAggregates:
     """Split this rank's kernel time by iteration into compute, communication and exposed
     communication (vectorised; kernels follow the API call that launched them, as every
     other report does)."""

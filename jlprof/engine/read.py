@@ -35,7 +35,6 @@ from jlprof.engine.trace import (
 )
 from jlprof.errors import InputError
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 IO_CALLS = (
     "fread",
     "fwrite",
@@ -101,7 +100,7 @@ def check_database(path: Path) -> None:
         head = fh.read(16)
     if len(head) == 0:
         raise InputError(f"{path} is empty (0 bytes): the profile was not written. Re-run nsys.")
-    if head != SQLITE_MAGIC:
+    if head != schema.SQLITE_MAGIC:
         raise InputError(
             f"{path} is not a SQLite database. Export it first "
             "(`nsys export --type sqlite FILE.nsys-rep`) or pass the .nsys-rep to jlprof."
@@ -659,7 +658,7 @@ def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | No
             f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}"
         ) from exc
     try:
-        if "StringIds" not in tabs or not tabs & set(schema.NSYS_MARKER_TABLES):
+        if not schema.has_export_tables(tabs):
             raise InputError(
                 f"{path} is a SQLite database but not an nsys export (no StringIds/CUPTI/NVTX "
                 "tables). Give the file written by `nsys export --type sqlite`."

@@ -24,6 +24,38 @@ NSYS_MARKER_TABLES = (
 )
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def is_sqlite(path: Path) -> bool:
+    """The file starts with SQLite's header (read 16 bytes; the file exists)."""
+    with path.open("rb") as fh:
+        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
+def has_export_tables(tabs: set[str]) -> bool:
+    """Whether a SQLite file with these tables is an nsys export: the one rule the reader, the
+    Profiles sidebar and :func:`export_error` share."""
+    return "StringIds" in tabs and bool(tabs & set(NSYS_MARKER_TABLES))
+
+
+def export_error(path: Path) -> str | None:
+    """None when ``path`` is an nsys SQLite export, else why not (one line)."""
+    try:
+        if not is_sqlite(path):
+            return "not a SQLite database"
+        conn = sqlite3.connect(sqlite_uri(path), uri=True)
+        try:
+            names = tables(conn)
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error) as err:
+        return f"unreadable SQLite file: {err}"
+    if not has_export_tables(names):
+        return "not an nsys export (no StringIds/CUPTI/NVTX tables)"
+    return None
+
+
 def sqlite_uri(path: Path) -> str:
     """Read-only SQLite URI of ``path``, percent-escaped: unescaped, ``#`` or ``?`` in a file name
     ends the path (``run#1.sqlite`` opens, even creates, ``run``) and ``%20`` becomes a space."""

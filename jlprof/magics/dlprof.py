@@ -22,6 +22,7 @@ from jlprof.errors import JlprofError
 from jlprof.magics import options as opt
 from jlprof.magics import run
 from jlprof.magics.ranks import reanalyse_ranks
+from jlprof.options import magic_arguments_from_table
 
 
 def forward(msg: dict[str, Any]) -> None:
@@ -99,109 +100,12 @@ class DlprofMagics(Magics):
         help="run the cell in the sidecar without capturing it (imports, model, data)",
     )
     @argument(
-        "--database",
-        metavar="FILE",
-        help="re-analyse this nsys export (.sqlite/.nsys-rep/.qdrep) or jlprof database "
-        "without profiling (line magic)",
-    )
-    @argument(
         "-o",
         dest="name",
         default=opt.DEFAULT_NAME,
         help=f"name to bind the resulting Profile to (default {opt.DEFAULT_NAME})",
     )
-    @argument(
-        "--key_node",
-        "--key_op",
-        dest="key_node",
-        default=None,
-        help="op name or ID marking each iteration (default: global_step, then optimizer_step)",
-    )
-    @argument("--iter_start", type=int, default=None, help="first iteration to aggregate")
-    @argument("--iter_stop", type=int, default=None, help="last iteration to aggregate (incl.)")
-    @argument(
-        "--reports",
-        type=opt.parse_list,
-        default=["summary"],
-        help="reports to write: summary, detail, iteration, kernel, tensor, op_type, "
-        "group_node, expert_systems or all (default summary)",
-    )
-    @argument(
-        "--formats",
-        "--file_formats",
-        dest="formats",
-        type=opt.parse_list,
-        default=["csv"],
-        help="csv and/or json (default csv)",
-    )
-    @argument(
-        "--output_path",
-        default=None,
-        help="folder for reports and nsys files (default: a new jlprof_runs/<time>-<id>/)",
-    )
-    @argument(
-        "--profile_name",
-        "--base_name",
-        dest="profile_name",
-        default="jlprof",
-        help="prefix of the report files (default jlprof)",
-    )
-    @argument(
-        "-y",
-        "--delay",
-        type=float,
-        default=0.0,
-        help="start capturing this many seconds into the cell",
-    )
-    @argument(
-        "-d",
-        "--duration",
-        type=float,
-        default=None,
-        help="stop capturing after this many seconds (the cell runs on)",
-    )
-    @argument(
-        "--nsys_opts",
-        "--nsys_options",
-        dest="nsys_opts",
-        default="",
-        help='extra nsys profile flags for the sidecar, e.g. "-t cuda,nvtx,osrt" '
-        "(applies when the sidecar starts)",
-    )
-    @argument(
-        "--nsys_base_name",
-        default="nsys_profile",
-        help="base name of the nsys files in the run folder (default nsys_profile)",
-    )
-    @argument(
-        "-f",
-        "--force",
-        type=opt.parse_bool,
-        default=False,
-        metavar="{true,false}",
-        help="overwrite existing files in --output_path",
-    )
-    @argument(
-        "-v",
-        "--verbosity",
-        choices=opt.VERBOSITY,
-        default="normal",
-        help="quiet, minimal, normal, detailed or diagnostic (tracebacks)",
-    )
-    @argument(
-        "-m",
-        "--mode",
-        choices=opt.MODES,
-        default=None,
-        help="framework; pytorch also annotates PyTorch ops in the sidecar (jlprof.torch); "
-        "default: pytorch when the trace holds PyTorch markers, else simple",
-    )
-    @argument(
-        "--domains",
-        type=opt.parse_list,
-        default=None,
-        help="NVTX domains to analyse, comma separated",
-    )
+    @magic_arguments_from_table
     @no_var_expand
     @line_cell_magic
     def dlprof(self, line: str, cell: str | None = None) -> None:

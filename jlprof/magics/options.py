@@ -1,8 +1,9 @@
 """``%%dlprof`` options: DLProf's flags (guide ch. 4, 10.1, 15) turned into a checked dataclass.
 
-The argparse definitions live on the magic (IPython's ``magic_arguments``, so ``%dlprof?`` lists
-them); this module turns the parsed namespace into :class:`RunOptions` and checks everything that
-can be checked before any code runs, so a typo never costs a profiling run.
+The options come from :mod:`jlprof.options` (the table the CLI is built from too), put on the
+magic with IPython's ``magic_arguments`` so ``%dlprof?`` lists them; this module turns the
+parsed namespace into :class:`RunOptions` and checks everything that can be checked before any
+code runs, so a typo never costs a profiling run.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jlprof.cli import VERBOSITY, parse_bool, parse_list  # the CLI's flags, same semantics
-from jlprof.engine.profile import MODES
+from jlprof.engine.analysis import MODES
 from jlprof.errors import JlprofError
+from jlprof.options import VERBOSITY, parse_bool, parse_list  # the table's parsers
 
 KERNEL_COMMANDS = ("status", "restart", "shutdown")
 DEFAULT_NAME = "_dlprof"
@@ -55,6 +56,7 @@ class RunOptions:
     domains: list[str] | None = None
     setup: bool = False
     database: Path | None = None
+    scheduler: str | None = None  # Dask scheduler for a job's ranks (--database=DIR)
     name: str = DEFAULT_NAME
     kernel: str | None = None
     nsys_opts_given: bool = False
@@ -118,6 +120,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         domains=ns.domains,
         setup=ns.setup,
         database=Path(ns.database).expanduser() if ns.database else None,
+        scheduler=ns.scheduler,
         name=ns.name,
         kernel=kernel,
         nsys_opts_given=bool(ns.nsys_opts),

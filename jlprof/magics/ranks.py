@@ -1,6 +1,7 @@
 """``%dlprof --database=DIR`` (or a glob): one rank per file, analysed on Dask.
 
-The scheduler is ``$JLPROF_SCHEDULER`` when set, else a local cluster (``jlprof.distributed``).
+The scheduler is ``--scheduler``, else ``$JLPROF_SCHEDULER``, else a local cluster
+(``jlprof.distributed``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def reanalyse_ranks(opts: RunOptions) -> RankSet:
     out = opts.output_path
     ranks = load_ranks(
         str(opts.database),
+        scheduler=opts.scheduler,
         output_path=out,
         reports=opts.reports if out is not None else (),
         formats=opts.formats,

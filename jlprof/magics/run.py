@@ -279,8 +279,8 @@ def analyse(
     A missing key node or a bad iteration range is a hint, not a failure: the profile is still
     worth looking at, and the message says what to change.
     """
-    from jlprof.engine.profile import Profile
     from jlprof.engine.store import read_any
+    from jlprof.profile import Profile
 
     path = nsys.ensure_sqlite(database) if database.suffix != ".jlprof" else database
     trace = read_any(path)

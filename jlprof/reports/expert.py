@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from jlprof.reports import expert_pytorch  # framework-aware detectors (guide §10.10)
+from jlprof.reports.finding import Finding
+from jlprof.reports.tables import detail, duration_breakdown
+
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 RANGE_CV_LIMIT = 0.15  # iteration-time coefficient of variation above which a range is "bad"
 STEADY_BAND = 0.10  # a steady iteration is within ±10 % of the median
@@ -26,16 +29,7 @@ IMBALANCE_PCT = 20.0  # points between the busiest and the least busy visible GP
 TC_TOP = 5  # how many TC-eligible ops to name as evidence
 
 
-@dataclass
-class Finding:
-    detector: str
-    problem: str
-    recommendation: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    action: dict[str, Any] | None = None
-
-
-def bad_iteration_range(p: Profile, lo: int, hi: int) -> list[Finding]:
+def bad_iteration_range(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """High variation between iterations: recommend the longest steady run."""
     dur = p.iterations.durations_ns()[lo : hi + 1].astype(float)
     if len(dur) < 3 or dur.mean() <= 0:
@@ -81,7 +75,7 @@ def bad_iteration_range(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def no_iterations(p: Profile, lo: int, hi: int) -> list[Finding]:
+def no_iterations(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Key node absent: the whole profile is one iteration; name the best candidates."""
     if p.key_node is not None:
         return []
@@ -106,9 +100,7 @@ def no_iterations(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
-    from jlprof.reports.tables import duration_breakdown
-
+def underutilized_gpu(p: Analysis, lo: int, hi: int) -> list[Finding]:
     labels = p.gpu_labels
     if not len(p.correlated.gpu):
         return [
@@ -146,9 +138,7 @@ def underutilized_gpu(p: Profile, lo: int, hi: int) -> list[Finding]:
     return [Finding("Underutilized GPU Detector", "; ".join(parts) + ".", rec + ".", ev)]
 
 
-def imbalanced_gpus(p: Profile, lo: int, hi: int) -> list[Finding]:
-    from jlprof.reports.tables import duration_breakdown
-
+def imbalanced_gpus(p: Analysis, lo: int, hi: int) -> list[Finding]:
     labels = p.gpu_labels
     if len(labels) < 2:
         return []
@@ -173,8 +163,8 @@ def imbalanced_gpus(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def tc_not_used(p: Profile, lo: int, hi: int) -> list[Finding]:
-    det = p.report("detail", lo, hi)
+def tc_not_used(p: Analysis, lo: int, hi: int) -> list[Finding]:
+    det = detail(p, lo, hi)
     sel = det[det["TC Eligibility"] & ~det["Using TC"] & (det["Total GPU Time (ns)"] > 0)]
     if sel.empty:
         return []
@@ -204,7 +194,7 @@ def tc_not_used(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-DETECTORS: list[Callable[[Profile, int, int], list[Finding]]] = [
+DETECTORS: list[Callable[[Analysis, int, int], list[Finding]]] = [
     no_iterations,
     bad_iteration_range,
     underutilized_gpu,
@@ -213,16 +203,14 @@ DETECTORS: list[Callable[[Profile, int, int], list[Finding]]] = [
 ]
 
 
-def findings(p: Profile, lo: int, hi: int) -> list[Finding]:
-    from jlprof.reports import expert_pytorch  # framework-aware detectors (guide §10.10)
-
+def findings(p: Analysis, lo: int, hi: int) -> list[Finding]:
     out: list[Finding] = []
     for det in DETECTORS:
         out += det(p, lo, hi)
     return out + expert_pytorch.findings(p, lo, hi)
 
 
-def run_all(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def run_all(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """The expert systems report: Problem, Recommendation, then our Detector and Evidence."""
     rows = [
         {

@@ -19,10 +19,11 @@ import pandas as pd
 
 from jlprof.engine.aggregate import DATALOADER
 from jlprof.engine.annotations import annotation_facts
-from jlprof.reports.expert import Finding
+from jlprof.reports.finding import Finding
+from jlprof.reports.tables import detail
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 DATALOADER_PCT = 10.0  # % of the range's wall time in DataLoader fetches
 BATCH_MEM_PCT = 50.0  # peak allocated / device memory below which the batch could grow
@@ -42,41 +43,41 @@ CONV = re.compile(r"conv", re.I)
 
 
 # ---- shared evidence ----------------------------------------------------------------------
-def facts(p: Profile) -> dict[str, Any]:
+def facts(p: Analysis) -> dict[str, Any]:
     return p.memo("torch_facts", 0, 0, lambda: annotation_facts(p.trace))
 
 
-def _window(p: Profile, lo: int, hi: int) -> tuple[int, int]:
+def _window(p: Analysis, lo: int, hi: int) -> tuple[int, int]:
     b = p.iterations.bounds_ns
     return int(b[lo]), int(b[hi + 1])
 
 
-def _annotated_ops(p: Profile) -> np.ndarray:
+def _annotated_ops(p: Analysis) -> np.ndarray:
     return (p.correlated.ops["direction"] != "").to_numpy(bool)
 
 
-def applies(p: Profile) -> bool:
+def applies(p: Analysis) -> bool:
     """PyTorch detectors run in ``pytorch`` mode or when jlprof.torch annotations are present."""
     return p.mode == "pytorch" or bool(_annotated_ops(p).any()) or facts(p)["annotated"]
 
 
-def _inst_in_range(p: Profile, lo: int, hi: int) -> np.ndarray:
+def _inst_in_range(p: Analysis, lo: int, hi: int) -> np.ndarray:
     it = p.cube.inst_iter
     return (it >= lo) & (it <= hi)
 
 
-def _gpu_in_range(p: Profile, lo: int, hi: int) -> np.ndarray:
+def _gpu_in_range(p: Analysis, lo: int, hi: int) -> np.ndarray:
     it = p.cube.gpu_iter
     return (it >= lo) & (it <= hi)
 
 
-def _op_of_gpu(p: Profile) -> np.ndarray:
+def _op_of_gpu(p: Analysis) -> np.ndarray:
     inst = p.correlated.gpu["inst"].to_numpy(np.int64)
     ops = p.correlated.inst["op"].to_numpy(np.int64)
     return np.where(inst >= 0, ops[np.maximum(inst, 0)], -1)
 
 
-def _top_ops(p: Profile, op: np.ndarray, weight: np.ndarray | None = None) -> list[dict]:
+def _top_ops(p: Analysis, op: np.ndarray, weight: np.ndarray | None = None) -> list[dict]:
     """The ops behind some events, most first: op ID and count (and summed weight)."""
     op = op[op >= 0]
     if not len(op):
@@ -95,11 +96,11 @@ def _top_ops(p: Profile, op: np.ndarray, weight: np.ndarray | None = None) -> li
 
 
 # ---- DLProf's PyTorch detectors -----------------------------------------------------------
-def amp(p: Profile, lo: int, hi: int) -> list[Finding]:
+def amp(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """AMP Detector: Tensor Core eligible ops run while autocast was never on."""
     f = facts(p)
     states = f["states"]
-    det = p.report("detail", lo, hi)
+    det = detail(p, lo, hi)
     elig = det[det["TC Eligibility"]]
     if elig.empty:
         return []
@@ -132,7 +133,7 @@ def amp(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def dataloader(p: Profile, lo: int, hi: int) -> list[Finding]:
+def dataloader(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Dataloader Detector: a large share of the range is spent fetching batches."""
     c = p.correlated
     ops = c.ops
@@ -184,13 +185,13 @@ def _union(start: np.ndarray, end: np.ndarray) -> int:
     return int(np.maximum(end - np.maximum(start, prev), 0).sum() + 0)
 
 
-def cudnn_benchmark(p: Profile, lo: int, hi: int) -> list[Finding]:
+def cudnn_benchmark(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """cuDNN Benchmark Detector: convolutions on the GPU with cudnn.benchmark off."""
     f = facts(p)
     states = f["states"]
     if not states or any(s.get("cudnn_benchmark") for s in states):
         return []
-    det = p.report("detail", lo, hi)
+    det = detail(p, lo, hi)
     conv = det[det["Op Type"].astype(str).str.contains(CONV)]
     on_gpu = bool(any(s.get("cuda") for s in states)) or conv["Total GPU Time (ns)"].sum() > 0
     if conv.empty or not on_gpu:
@@ -223,7 +224,7 @@ SLOW_API_ADVICE = {
 }
 
 
-def slow_api(p: Profile, lo: int, hi: int) -> list[Finding]:
+def slow_api(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Slow API Detector: debugging APIs left on in the profiled run."""
     f = facts(p)
     apis = list(f["slow_apis"])
@@ -246,7 +247,7 @@ def slow_api(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def batch_size(p: Profile, lo: int, hi: int) -> list[Finding]:
+def batch_size(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Batch Size Detector: the peak GPU memory leaves much of the device unused."""
     f = facts(p)
     peak, total = f["peak_mem_bytes"], f["total_mem_bytes"]
@@ -278,7 +279,7 @@ def batch_size(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def annotation_missing(p: Profile, lo: int, hi: int) -> list[Finding]:
+def annotation_missing(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Emit NVTX Missing Detector: pytorch mode but no (or forward-only) op annotation."""
     if p.mode != "pytorch":
         return []
@@ -311,7 +312,7 @@ def annotation_missing(p: Profile, lo: int, hi: int) -> list[Finding]:
 
 
 # ---- beyond DLProf ------------------------------------------------------------------------
-def host_bound(p: Profile, lo: int, hi: int) -> list[Finding]:
+def host_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """GPU idle between iterations: the host prepares the next step while the GPU waits."""
     g = p.correlated.gpu
     if not len(g) or hi - lo < 1:
@@ -355,7 +356,7 @@ def host_bound(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def launch_bound(p: Profile, lo: int, hi: int) -> list[Finding]:
+def launch_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Many tiny kernels: launch overhead, not GPU work, sets the pace."""
     g = p.correlated.gpu
     kern = (g["kind"] == "kernel").to_numpy(bool) & _gpu_in_range(p, lo, hi)
@@ -394,13 +395,13 @@ def launch_bound(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def _memcpy_rows(p: Profile, lo: int, hi: int) -> tuple[pd.DataFrame, np.ndarray]:
+def _memcpy_rows(p: Analysis, lo: int, hi: int) -> tuple[pd.DataFrame, np.ndarray]:
     g = p.correlated.gpu
     sel = (g["kind"] == "memcpy").to_numpy(bool) & _gpu_in_range(p, lo, hi)
     return g, sel
 
 
-def slow_copies(p: Profile, lo: int, hi: int) -> list[Finding]:
+def slow_copies(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Copies from pageable host memory or through synchronous cudaMemcpy calls."""
     g, sel = _memcpy_rows(p, lo, hi)
     if not sel.any():
@@ -443,7 +444,7 @@ def slow_copies(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def step_copies(p: Profile, lo: int, hi: int) -> list[Finding]:
+def step_copies(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Host<->device copies inside the training step (device->host, or host->device in a model)."""
     g, sel = _memcpy_rows(p, lo, hi)
     if not sel.any():
@@ -480,7 +481,7 @@ def step_copies(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def device_syncs(p: Profile, lo: int, hi: int) -> list[Finding]:
+def device_syncs(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Host-device synchronisations inside the loop (``.item()``, ``.cpu()``, explicit syncs)."""
     c = p.correlated
     n_it = hi - lo + 1
@@ -527,7 +528,7 @@ def device_syncs(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def recompilations(p: Profile, lo: int, hi: int) -> list[Finding]:
+def recompilations(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """torch.compile compiled new graphs after warm-up (recompilations cost seconds each)."""
     pairs = sorted(facts(p)["compiled_graphs"])
     if len(pairs) < 2:
@@ -555,7 +556,7 @@ def recompilations(p: Profile, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-DETECTORS: list[Callable[[Profile, int, int], list[Finding]]] = [
+DETECTORS: list[Callable[[Analysis, int, int], list[Finding]]] = [
     annotation_missing,
     amp,
     dataloader,
@@ -571,7 +572,7 @@ DETECTORS: list[Callable[[Profile, int, int], list[Finding]]] = [
 ]
 
 
-def findings(p: Profile, lo: int, hi: int) -> list[Finding]:
+def findings(p: Analysis, lo: int, hi: int) -> list[Finding]:
     if not applies(p):
         return []
     out: list[Finding] = []

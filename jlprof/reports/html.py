@@ -5,13 +5,15 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
+from jlprof.reports import catalog
+
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 
-def profile_html(p: Profile, top: int = 10) -> str:
-    h = p.headline()
-    det = p.report("detail").head(top)
+def profile_html(p: Analysis, top: int = 10) -> str:
+    h = catalog.headline(p)
+    det = catalog.report(p, "detail").head(top)
     cols = [
         "Op Name",
         "Op Type",

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof import __version__
 from jlprof.engine.aggregate import CATEGORIES, combine
+from jlprof.version import __version__
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 STATS = (("Total", "sum"), ("Avg.", "avg"), ("Min", "min"), ("Max", "max"))
 
@@ -44,7 +44,7 @@ def take_categorical(small: np.ndarray, idx: np.ndarray, missing: str = "") -> p
     )
 
 
-def _op_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def op_frame(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Ops with at least one instance in the range, combined over iterations."""
 
     def build() -> pd.DataFrame:
@@ -54,13 +54,13 @@ def _op_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return p.memo("ops", lo, hi, build).copy()
 
 
-def _pytorch(p: Profile) -> bool:
+def _pytorch(p: Analysis) -> bool:
     return p.mode == "pytorch"
 
 
-def detail(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def detail(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Guide §10.3: one row per unique op (NVTX range name), exclusive GPU time."""
-    df = _op_frame(p, lo, hi)
+    df = op_frame(p, lo, hi)
     calls = df["calls"]
     cols: dict[str, Any] = {"Op ID": df["op_id"].to_numpy(), "Op Name": df["op_name"].to_numpy()}
     if _pytorch(p):
@@ -87,9 +87,9 @@ def detail(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def op_type(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def op_type(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Guide §10.7: per op type. The guide names the type column "Op Name"; we keep that."""
-    df = _op_frame(p, lo, hi)
+    df = op_frame(p, lo, hi)
     df["using_tc"] = df["tc_gpu_sum"] > 0
     g = df.groupby("op_type", sort=True)
     agg = {"calls": "sum", "op_name": "size", "tc_eligible": "any", "using_tc": "any"}
@@ -114,11 +114,11 @@ def op_type(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     )
 
 
-def _kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def kernel_frame(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     return p.memo("kernels", lo, hi, lambda: _build_kernel_frame(p, lo, hi)).copy()
 
 
-def _build_kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def _build_kernel_frame(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     comb = combine(p.cube.kernel_iter, ["kernel", "op"], lo, hi)
     if comb.empty:
         return comb
@@ -139,14 +139,14 @@ def _build_kernel_frame(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return comb
 
 
-def kernel(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def kernel(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Guide §10.5: one row per (kernel, op); API time is the launching call's share.
 
     A kernel is its demangled name (``Long Kernel Name``), as ``nsys stats -r gpukernsum``
     tells kernels apart: template instantiations sharing a short name stay separate rows,
     each with its own Tensor Core verdict. ``Kernel Name`` is the short name, for display.
     """
-    df = _kernel_frame(p, lo, hi)
+    df = kernel_frame(p, lo, hi)
     if df.empty:
         return pd.DataFrame(columns=_kernel_columns(p))
     calls = df["calls"]
@@ -167,7 +167,7 @@ def kernel(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     )
 
 
-def _kernel_columns(p: Profile) -> list[str]:
+def _kernel_columns(p: Analysis) -> list[str]:
     cols = ["Kernel Name", "Op ID", "Op Name"] + (["Direction"] if _pytorch(p) else [])
     cols.append("Uses TC")
     for label in ("GPU Time", "API Time"):
@@ -175,10 +175,10 @@ def _kernel_columns(p: Profile) -> list[str]:
     return [*cols, "Long Kernel Name"]
 
 
-def tensor(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def tensor(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Guide §10.6: TC-eligible ops (and any op running TC kernels) and their TC use."""
-    ops = _op_frame(p, lo, hi)
-    kf = _kernel_frame(p, lo, hi)
+    ops = op_frame(p, lo, hi)
+    kf = kernel_frame(p, lo, hi)
     sel = ops[ops["tc_eligible"] | (ops["tc_gpu_sum"] > 0)]
     cols = (
         ["Op ID", "Op Name"]
@@ -235,7 +235,7 @@ def tensor(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return df.sort_values("Total GPU Time", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Guide §10.4: one row per GPU activity (kernel, memcpy, memset) in the range.
 
     Rows in (iteration, GPU start) order. The order is found first and every column is
@@ -308,7 +308,7 @@ def iteration(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return pd.DataFrame(cols, copy=False)  # 1M rows: no consolidation copy
 
 
-def _group_stats_frame(p: Profile) -> pd.DataFrame:
+def _group_stats_frame(p: Analysis) -> pd.DataFrame:
     """The group-node partials with one column per statistic, for :func:`combine`.
 
     Built once per key node (min/max copies of the four time columns, a row count for the
@@ -331,7 +331,7 @@ def _group_stats_frame(p: Profile) -> pd.DataFrame:
     return p.once(f"group_stats:{p.key_node}", build)
 
 
-def group_node(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def group_node(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Guide §10.8: non-leaf nodes, flattened per iteration, then total/avg/min/max."""
     cols = ["Name", "No. Calls Aggregated", "No. TC Eligibility Ops", "No. Node Ops Using TC"]
     for label in ("CPU Time", "GPU Time", "CPU Overhead Time", "GPU Idle Time"):
@@ -384,7 +384,7 @@ def _cuda(v: str) -> str:
     return v
 
 
-def system_config(p: Profile) -> dict[str, Any]:
+def system_config(p: Analysis) -> dict[str, Any]:
     meta = p.trace.meta
     labels = p.gpu_labels
     gpus = p.trace.gpus
@@ -411,7 +411,7 @@ def system_config(p: Profile) -> dict[str, Any]:
     return cfg
 
 
-def iterations_table(p: Profile, lo: int, hi: int) -> dict[str, Any]:
+def iterations_table(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
     it = p.iterations
     dur = it.durations_ns()[lo : hi + 1]
     return {
@@ -424,7 +424,7 @@ def iterations_table(p: Profile, lo: int, hi: int) -> dict[str, Any]:
     }
 
 
-def duration_breakdown(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def duration_breakdown(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Per lane (GPU): % of the range's wall time in each priority category, and busy %."""
     comb = p.memo("time", lo, hi, lambda: combine(p.cube.time_iter, "lane", lo, hi))
     wall = np.maximum(comb["wall"].to_numpy(np.float64), 1.0)[:, None]
@@ -433,8 +433,8 @@ def duration_breakdown(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     return pd.DataFrame(pct, index=comb.index, columns=[*cols[:-1], "gpu_util"])
 
 
-def summary_report(p: Profile, lo: int, hi: int) -> dict[str, Any]:
-    ops = _op_frame(p, lo, hi)
+def summary_report(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
+    ops = op_frame(p, lo, hi)
     elig = ops[ops["tc_eligible"]]
     denom = int(elig["kernel_sum"].sum())
     tc_util = 100.0 * int(elig["tc_gpu_sum"].sum()) / denom if denom else 0.0
@@ -454,8 +454,8 @@ def summary_report(p: Profile, lo: int, hi: int) -> dict[str, Any]:
     }
 
 
-def all_ops(p: Profile, lo: int, hi: int) -> pd.DataFrame:
-    ops = _op_frame(p, lo, hi)
+def all_ops(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
+    ops = op_frame(p, lo, hi)
     using = ops["tc_gpu_sum"] > 0
     elig_not = ops["tc_eligible"] & ~using
     rows = {
@@ -476,8 +476,8 @@ def all_ops(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     ).T
 
 
-def all_kernels(p: Profile, lo: int, hi: int) -> pd.DataFrame:
-    kf = _kernel_frame(p, lo, hi)
+def all_kernels(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
+    kf = kernel_frame(p, lo, hi)
     if kf.empty:
         kf = pd.DataFrame(
             {"kernel": [], "uses_tc": [], "is_memory": [], "gpu_sum": [], "api_sum": []}
@@ -502,7 +502,7 @@ def all_kernels(p: Profile, lo: int, hi: int) -> pd.DataFrame:
     ).T
 
 
-def summary_tables(p: Profile, lo: int, hi: int) -> dict[str, Any]:
+def summary_tables(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
     """The five tables of guide §10.2, keyed by table name then row name."""
     return {
         "System Config": system_config(p),
@@ -513,7 +513,7 @@ def summary_tables(p: Profile, lo: int, hi: int) -> dict[str, Any]:
     }
 
 
-def summary(p: Profile, lo: int, hi: int) -> pd.DataFrame:
+def summary(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """The summary as one tidy frame: Table, Row Name, Column, Value (our CSV layout)."""
     rows = []
     for table, content in summary_tables(p, lo, hi).items():
@@ -523,25 +523,3 @@ def summary(p: Profile, lo: int, hi: int) -> pd.DataFrame:
             else:
                 rows.append((table, row, "Value", val))
     return pd.DataFrame(rows, columns=["Table", "Row Name", "Column", "Value"])
-
-
-def expert_systems(p: Profile, lo: int, hi: int) -> pd.DataFrame:
-    from jlprof.reports.expert import run_all
-
-    return run_all(p, lo, hi)
-
-
-BUILDERS = {
-    "summary": summary,
-    "detail": detail,
-    "iteration": iteration,
-    "kernel": kernel,
-    "tensor": tensor,
-    "op_type": op_type,
-    "group_node": group_node,
-    "expert_systems": expert_systems,
-}
-
-
-def build(p: Profile, name: str, lo: int, hi: int) -> pd.DataFrame:
-    return BUILDERS[name](p, lo, hi)

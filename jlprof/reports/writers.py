@@ -18,9 +18,10 @@ import numpy as np
 from jlprof import outputs
 from jlprof.errors import OptionError
 from jlprof.outputs import prepare_folder
+from jlprof.reports import REPORTS, catalog
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 FORMATS = ("csv", "json")
 
@@ -49,8 +50,6 @@ def check_outputs(
     Shared by the CLI, the magic and :meth:`Profile.write_reports`, and run before any trace is
     read: a typo must not cost the whole load. Raises :class:`OptionError`.
     """
-    from jlprof.engine.profile import REPORTS
-
     if isinstance(reports, str) or isinstance(formats, str):
         raise OptionError("reports and formats are lists of names, e.g. ['summary'] and ['csv'].")
     if not reports:
@@ -84,7 +83,7 @@ def check_profile_name(name: str) -> str:
 
 
 def write_reports(
-    p: Profile,
+    p: Analysis,
     output: Path,
     reports: list[str] | tuple[str, ...],
     formats: list[str] | tuple[str, ...],
@@ -102,20 +101,20 @@ def write_reports(
         todo = {f: t for f, t in targets.items() if force or not t.exists()}
         if not todo:
             continue
-        df = p.report(rep)
+        df = catalog.report(p, rep)
         for fmt, target in todo.items():
             with outputs.written(target) as tmp:
                 if fmt == "csv":
                     df.to_csv(tmp, index=False)
                 elif rep == "summary":
-                    tmp.write_text(json.dumps(_plain(p.summary()), indent=2, default=str))
+                    tmp.write_text(json.dumps(_plain(catalog.summary(p)), indent=2, default=str))
                 else:
                     df.to_json(tmp, orient="records", indent=2, double_precision=15)
             written.append(target)
     return written
 
 
-def skipped(p: Profile, output: Path, reports: list[str], formats: list[str]) -> list[Path]:
+def skipped(p: Analysis, output: Path, reports: list[str], formats: list[str]) -> list[Path]:
     """Files that exist and would be kept without force (for the CLI's message)."""
     return [
         report_path(output, p.profile_name, r, f)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from jlprof.engine.schema import sqlite_uri
+from jlprof.engine.schema import export_error
 
 MANIFEST = "jlprof_run.json"
 RUNS_DIR = "jlprof_runs"
@@ -25,8 +24,6 @@ MAX_DEPTH = 8
 MAX_VISITED = 100_000  # directory entries looked at before the walk stops (``truncated``)
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
-# Tables every nsys SQLite export has (the engine's reader needs them as well).
-NSYS_TABLES = ("StringIds", "TARGET_INFO_SESSION_START_TIME")
 HEADLINE_KEYS = {
     "iterations": int,
     "wall_ns": int,
@@ -176,24 +173,8 @@ def _mtime(entry: os.DirEntry[str]) -> float:
 
 
 def nsys_sqlite_error(path: Path) -> str | None:
-    """None when ``path`` is an nsys SQLite export, else why not (one line)."""
-    try:
-        with path.open("rb") as fh:
-            if fh.read(16) != b"SQLite format 3\x00":
-                return "not a SQLite database"
-        conn = sqlite3.connect(sqlite_uri(path), uri=True)
-        try:
-            names = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-        finally:
-            conn.close()
-    except (OSError, sqlite3.Error) as err:
-        return f"unreadable SQLite file: {err}"
-    missing = [t for t in NSYS_TABLES if t not in names]
-    if missing:
-        return f"not an nsys export (no {', '.join(missing)} table)"
-    return None
+    """None when ``path`` is an nsys SQLite export, else why not (one line): the reader's rule."""
+    return export_error(path)
 
 
 def _folder_size(folder: Path) -> int:

@@ -22,13 +22,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from jlprof.errors import JlprofError
-
-
-class TorchUnavailable(JlprofError, ImportError):
-    """PyTorch or the nvtx package is missing: a JlprofError for users, an ImportError for
-    callers that treat annotation as optional (the notebook sidecar)."""
-
+from jlprof.errors import JlprofError, TorchUnavailable
 
 _lock = threading.Lock()
 _annotator: Any = None

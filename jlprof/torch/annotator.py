@@ -66,7 +66,7 @@ class _Nvtx:
 
     def __init__(self) -> None:
         if Domain is None:
-            from jlprof.torch import TorchUnavailable
+            from jlprof.errors import TorchUnavailable
 
             raise TorchUnavailable(
                 "jlprof.torch needs the nvtx package: pip install 'jlprof[torch]' (nvtx>=0.2.10)"

@@ -22,12 +22,12 @@ from bokeh.document import Document
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
-from jlprof.widgets.display import _in_kernel
-from jlprof.widgets.static import fill, static_html
+from jlprof.widgets.frontend import in_kernel
+from jlprof.widgets.static import cards_html, fill, static_html
 from jlprof.widgets.views import Views
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 ALL_DOMAINS = "(all domains)"
 DEFAULT_DOMAIN = "(default domain)"
@@ -52,43 +52,6 @@ def ensure_bokehjs() -> None:
     _bokeh_js_loaded = True
 
 
-def _card(title: str, value: str, sub: str = "") -> str:
-    return (
-        "<div style='display:inline-block;min-width:170px;margin:0 10px 6px 0;padding:6px 12px;"
-        "border:1px solid #ccc;border-radius:6px;background:#fafafa'>"
-        f"<div style='font-size:11px;color:#666'>{html.escape(title)}</div>"
-        f"<div class='jlprof-card-value' style='font-size:20px;font-weight:600'>"
-        f"{html.escape(value)}</div>"
-        f"<div style='font-size:11px;color:#666'>{html.escape(sub)}</div></div>"
-    )
-
-
-def cards_html(h: data.Headline) -> str:
-    """The headline cards as HTML (also used by the static rendering)."""
-    return (
-        "<div class='jlprof-cards'>"
-        + "".join(
-            [
-                _card("GPU utilization", f"{h.gpu_util_pct:.1f} %", "union of GPU work / wall"),
-                _card(
-                    "Tensor Core utilization", f"{h.tc_util_pct:.1f} %", "of TC-eligible ops' time"
-                ),
-                _card(
-                    "Iteration time",
-                    f"{h.iter_mean_ns / 1e6:.3f} ± {h.iter_std_ns / 1e6:.3f} ms",
-                    f"mean ± std over {h.aggregated} iteration(s)",
-                ),
-                _card(
-                    "Iterations found",
-                    str(h.iterations_found),
-                    f"key node {h.key_node}" if h.key_node else "no key node found",
-                ),
-            ]
-        )
-        + "</div>"
-    )
-
-
 @dataclass
 class _HintRow:
     """One expert hint's widgets: its text and the buttons of the actions it may offer."""
@@ -101,10 +64,10 @@ class _HintRow:
 
 
 class Dashboard(w.VBox):
-    """The interactive dashboard of a :class:`~jlprof.engine.profile.Profile`."""
+    """The interactive dashboard of a :class:`~jlprof.profile.Profile`."""
 
-    def __init__(self, profile: Profile, max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS) -> None:
-        if _in_kernel():
+    def __init__(self, profile: Analysis, max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS) -> None:
+        if in_kernel():
             # BokehJS goes to the page before the views are built: the browser evaluates it
             # (~0.3 s for the three bundles) while the kernel builds (~0.5 s at 1M kernels)
             ensure_bokehjs()
@@ -113,7 +76,7 @@ class Dashboard(w.VBox):
         self.node: str | None = None
         self.last_update_ms: float = 0.0
         self.status_text = ""
-        self._ranked: tuple[Profile, list[str]] | None = None
+        self._ranked: tuple[Analysis, list[str]] | None = None
         self._hints_key = ""
         self._hint_rows: list[_HintRow] = []
         self._no_hints = w.HTML("<i>No problems found for this range.</i>")
@@ -310,8 +273,6 @@ class Dashboard(w.VBox):
     def _on_domain(self, change: dict[str, Any]) -> None:
         if self._busy:
             return
-        from jlprof.engine.profile import Profile
-
         old = self.profile
         pick = change["new"]
         domains = None if pick == ALL_DOMAINS else ["" if pick == DEFAULT_DOMAIN else pick]
@@ -319,12 +280,12 @@ class Dashboard(w.VBox):
         note = ""
         try:
             try:
-                new = Profile(old.trace, key_node=key, domains=domains, mode=old.mode,
+                new = type(old)(old.trace, key_node=key, domains=domains, mode=old.mode,
                               profile_name=old.profile_name)  # fmt: skip
             except JlprofError:
                 if key is None:
                     raise
-                new = Profile(old.trace, domains=domains, mode=old.mode,
+                new = type(old)(old.trace, domains=domains, mode=old.mode,
                               profile_name=old.profile_name)  # fmt: skip
                 note = f"key node {key!r} is not in {pick}; using the default key node. "
         except JlprofError as err:

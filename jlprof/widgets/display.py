@@ -8,26 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jlprof.widgets.frontend import in_kernel
+
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 
-def _in_kernel() -> bool:
-    """True inside a Jupyter kernel (a front end that can render widgets may be attached)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - IPython calls us, so it is there
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
-
-
-def display_profile(p: Profile) -> None:
+def display_profile(p: Analysis) -> None:
     from IPython.display import display
 
     from jlprof.reports.html import profile_html
 
-    if _in_kernel():
+    if in_kernel():
         try:
             from jlprof.widgets.dashboard import Dashboard
         except ImportError:

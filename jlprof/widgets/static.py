@@ -25,12 +25,12 @@ from jlprof.widgets import data
 from jlprof.widgets.views import Views
 
 if TYPE_CHECKING:
-    from jlprof.engine.profile import Profile
+    from jlprof.engine.analysis import Analysis
 
 
 def fill(
     views: Views,
-    p: Profile,
+    p: Analysis,
     max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS,
     iterations: bool = True,
     kernels: bool = True,
@@ -110,10 +110,45 @@ def _json_script(value: object) -> str:
     return f"<script type='application/json' class='jlprof-static-js'>{text}</script>"
 
 
-def static_html(p: Profile) -> str:
-    """Headline cards, the text summary and the figures as one self-contained HTML fragment."""
-    from jlprof.widgets.dashboard import cards_html
+def _card(title: str, value: str, sub: str = "") -> str:
+    return (
+        "<div style='display:inline-block;min-width:170px;margin:0 10px 6px 0;padding:6px 12px;"
+        "border:1px solid #ccc;border-radius:6px;background:#fafafa'>"
+        f"<div style='font-size:11px;color:#666'>{html.escape(title)}</div>"
+        f"<div class='jlprof-card-value' style='font-size:20px;font-weight:600'>"
+        f"{html.escape(value)}</div>"
+        f"<div style='font-size:11px;color:#666'>{html.escape(sub)}</div></div>"
+    )
 
+
+def cards_html(h: data.Headline) -> str:
+    """The headline cards as HTML (also used by the static rendering)."""
+    return (
+        "<div class='jlprof-cards'>"
+        + "".join(
+            [
+                _card("GPU utilization", f"{h.gpu_util_pct:.1f} %", "union of GPU work / wall"),
+                _card(
+                    "Tensor Core utilization", f"{h.tc_util_pct:.1f} %", "of TC-eligible ops' time"
+                ),
+                _card(
+                    "Iteration time",
+                    f"{h.iter_mean_ns / 1e6:.3f} ± {h.iter_std_ns / 1e6:.3f} ms",
+                    f"mean ± std over {h.aggregated} iteration(s)",
+                ),
+                _card(
+                    "Iterations found",
+                    str(h.iterations_found),
+                    f"key node {h.key_node}" if h.key_node else "no key node found",
+                ),
+            ]
+        )
+        + "</div>"
+    )
+
+
+def static_html(p: Analysis) -> str:
+    """Headline cards, the text summary and the figures as one self-contained HTML fragment."""
     views = Views(p.correlated.t_first_ns, interactive=False, no_kernels=data.why_no_kernels(p))
     fill(views, p)
     script, div = components(views.static_layout, wrap_script=False)

@@ -110,7 +110,22 @@ class Views:
         self.t0_ns = int(t0_ns)
         self.no_kernels = no_kernels
         tools = "xbox_select,tap,xpan,xwheel_zoom,reset,save" if interactive else "save"
-        # ---- iteration timeline
+        self._iteration_view(tools)
+        self._gpu_timeline_view(interactive)
+        self._tables()
+        self._tensor_core_view(no_kernels)
+        tables = row(
+            column(Div(text="<b>Op tree</b> (select a node)"), self.tree_table),
+            column(self.kernel_title, self.kernel_table),
+        )
+        self.layout = column(self.iter_fig, self.gpu_fig, self.lod_note, tables, self.tc_fig)
+        _one_way(self.layout, self.range_box)
+        # without tables: what the static (no kernel) rendering shows
+        # (plots only: Divs and tables need BokehJS' widget bundles, another 0.7 MB inline)
+        self.static_layout = column(self.iter_fig, self.gpu_fig, self.tc_fig)
+
+    def _iteration_view(self, tools: str) -> None:
+        """The iteration timeline: ms per iteration by duration category; select to aggregate."""
         self.iter_src = ColumnDataSource(self._empty_iter())
         self.outlier_src = ColumnDataSource({"iteration": [], "y": [], "duration_ms": []})
         f = figure(
@@ -160,7 +175,9 @@ class Views:
         )
         f.add_layout(self.range_box)
         self.iter_fig = f
-        # ---- GPU timeline: kernels per device/stream, NVTX ranges per thread
+
+    def _gpu_timeline_view(self, interactive: bool) -> None:
+        """The GPU timeline: kernels per device/stream, NVTX ranges per thread."""
         # numeric columns travel to the browser as binary buffers, strings one by one: lanes
         # are numbers (labelled on the axis), colours an index into a palette
         self.names = NameCodes()
@@ -236,7 +253,9 @@ class Views:
             "status line.",
             styles={"font-size": "11px", "color": "#555"},
         )
-        # ---- op tree and kernel table
+
+    def _tables(self) -> None:
+        """The op tree and the kernel table."""
         self.tree_src = ColumnDataSource(
             {
                 k: []
@@ -283,7 +302,9 @@ class Views:
             reorderable=False,
             autosize_mode=TABLE_SIZING,
         )
-        # ---- Tensor Core report
+
+    def _tensor_core_view(self, no_kernels: str) -> None:
+        """The Tensor Core report: eligible ops by GPU time, TC and not."""
         self.tc_src = ColumnDataSource(
             {k: [] for k in ("op", "label", "tc_ms", "non_tc_ms", "tc_util_pct", "op_type")}
         )
@@ -316,15 +337,6 @@ class Views:
             )
         )
         self.tc_fig = t
-        tables = row(
-            column(Div(text="<b>Op tree</b> (select a node)"), self.tree_table),
-            column(self.kernel_title, self.kernel_table),
-        )
-        self.layout = column(self.iter_fig, self.gpu_fig, self.lod_note, tables, self.tc_fig)
-        _one_way(self.layout, self.range_box)
-        # without tables: what the static (no kernel) rendering shows
-        # (plots only: Divs and tables need BokehJS' widget bundles, another 0.7 MB inline)
-        self.static_layout = column(self.iter_fig, self.gpu_fig, self.tc_fig)
 
     @staticmethod
     def _empty_iter() -> dict[str, list]:

@@ -65,3 +65,38 @@ def test_small_pages_only_inside_and_the_user_setting_restored():
             assert setter(False) is False  # reads (and keeps) the setting inside
         assert setter(user) is user
     setter(True)
+
+
+class _FakeLibc:
+    """Records the allocator calls a stage makes (glibc offers no way to read them back)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("trim", pad))
+        return 1
+
+
+def test_the_host_allocator_settings_come_back_after_the_outermost_stage(monkeypatch):
+    fake = _FakeLibc()
+    monkeypatch.setattr(memory, "_libc", lambda: fake)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    with memory.heavy_stage():
+        with memory.heavy_stage():
+            pass
+        inside = list(fake.calls)
+    assert inside == [
+        ("mallopt", memory._M_MMAP_THRESHOLD, memory._MMAP_MAX),
+        ("mallopt", memory._M_TRIM_THRESHOLD, memory._STAGE_TRIM),
+    ]  # the nested stage changed nothing
+    assert fake.calls[len(inside) :] == [
+        ("trim", 0),
+        ("mallopt", memory._M_MMAP_THRESHOLD, 65536),  # the process's own setting
+        ("mallopt", memory._M_TRIM_THRESHOLD, 128 * 1024),  # glibc's default
+    ]

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine.profile import REPORTS
 from jlprof.engine.read import read_trace
 from jlprof.engine.trace import (
     API_COLUMNS,
@@ -26,6 +25,7 @@ from jlprof.engine.trace import (
     Trace,
 )
 from jlprof.errors import InputError
+from jlprof.profile import REPORTS
 from tests.fixtures.nsys_schema import FLAVORS, FlavorName
 from tests.fixtures.nsysdb import NsysDb, global_tid
 from tests.fixtures.scenarios import (
@@ -252,7 +252,7 @@ def check_zero_rows(trace: Trace, frames: tuple[str, ...]) -> None:
             assert ok, f"{name}.{col}: {df[col].dtype}"
 
 
-def load_all_reports(path: Path, **kw) -> jlprof.engine.profile.Profile:
+def load_all_reports(path: Path, **kw) -> jlprof.profile.Profile:
     prof = jlprof.load(path, **kw)
     for r in REPORTS:
         assert isinstance(prof.report(r), pd.DataFrame), r

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from jlprof.engine.profile import Profile
 from jlprof.magics import run
+from jlprof.profile import Profile
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 

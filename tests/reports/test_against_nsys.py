@@ -31,7 +31,7 @@ import pytest
 import jlprof
 from jlprof.engine import schema
 from jlprof.engine.nvtxsum import kernel_range_pairs, range_kernel_summary
-from jlprof.engine.profile import Profile
+from jlprof.profile import Profile
 from tests.fixtures.nsys_stats import nsys_path
 from tests.fixtures.scenarios import real_traces, rich_db
 

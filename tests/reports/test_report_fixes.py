@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jlprof
-from jlprof.engine.profile import Profile
+from jlprof.profile import Profile
 from jlprof.reports import expert_pytorch as E
 from tests.engine.frames import call, gpu_info, kernel, make_trace, rng
 from tests.fixtures.scenarios import cpu_only_db

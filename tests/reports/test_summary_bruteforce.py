@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jlprof
-from jlprof.engine.profile import Profile
+from jlprof.profile import Profile
 from tests.fixtures.scenarios import (
     ITERS,
     KEY_NODE,

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from jlprof.engine.profile import REPORTS, Profile
 from jlprof.engine.trace import GLOBAL_PID_MASK
 from jlprof.errors import AnalysisError
+from jlprof.profile import REPORTS, Profile
 
 from ..engine.frames import call, gpu_info, kernel, make_trace, rng
 from ..engine.synthetic import reference_ops, training_loop

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import jlprof
-from jlprof.engine.profile import Profile
 from jlprof.errors import AnalysisError
+from jlprof.profile import Profile
 from jlprof.widgets import data
 from jlprof.widgets.dashboard import Dashboard
 from jlprof.widgets.static import static_html

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine.profile import Profile
+from jlprof.profile import Profile
 from jlprof.widgets import data
 from tests.fixtures.loops import small_training_export
 from tests.fixtures.scenarios import real_data_dir

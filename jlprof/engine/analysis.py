@@ -1,16 +1,15 @@
-"""``Profile``: the one object the CLI, the notebook magic and the widgets all use.
+"""``Analysis``: the engine's answer to a query (key node, iteration range, domains).
 
 It holds the correlated trace (read once) and caches one per-iteration cube per key
 node, so changing the key node costs one cube build and changing the iteration range
-costs a small group-by (see ``aggregate``).
+costs a small group-by (see ``aggregate``). Reports are functions of an ``Analysis``;
+:class:`jlprof.profile.Profile` adds the reports, files and widgets on top of it.
 """
 
 from __future__ import annotations
 
 import numbers
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -27,21 +26,11 @@ from jlprof.engine.iterations import (
 )
 from jlprof.engine.memory import heavy_stage
 from jlprof.engine.trace import Trace
-from jlprof.errors import AnalysisError, InputError, OptionError
+from jlprof.errors import AnalysisError, OptionError
 
 # Tried in order when no key node is given: DLProf's default, then jlprof.torch's range.
 DEFAULT_KEY_NODES = (DEFAULT_KEY_NODE, "optimizer_step")
 MODES = ("simple", "pytorch", "tensorflow1", "tensorflow2", "tensorrt")
-REPORTS = (
-    "summary",
-    "detail",
-    "iteration",
-    "kernel",
-    "tensor",
-    "op_type",
-    "group_node",
-    "expert_systems",
-)
 
 
 T = TypeVar("T")
@@ -51,7 +40,7 @@ def check_options(key_node: Any, iter_start: Any, iter_stop: Any, domains: Any, 
     """Types and values of the analysis options, checked before any trace is read; raises
     :class:`OptionError` (:class:`AnalysisError` for an unknown mode) instead of a raw
     ``TypeError`` later, and never truncates ``iter_start=1.7`` silently. ``mode`` None: from
-    the trace (:class:`Profile`)."""
+    the trace (:class:`Analysis`)."""
     if mode is not None and mode not in MODES:
         raise AnalysisError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}.")
     if key_node is not None and not isinstance(key_node, str):
@@ -77,8 +66,8 @@ def _whole(value: Any, name: str) -> int | None:
     return int(value)
 
 
-class Profile:
-    """A correlated profile with DLProf's reports; re-aggregates without re-reading."""
+class Analysis:
+    """A correlated trace aggregated per iteration; re-aggregates without re-reading."""
 
     def __init__(
         self,
@@ -249,129 +238,5 @@ class Profile:
             return "PyTorch"
         return ""
 
-    # ---- reports -----------------------------------------------------------------------
-    def report(
-        self, name: str, iter_start: int | None = None, iter_stop: int | None = None
-    ) -> pd.DataFrame:
-        """One DLProf report as a DataFrame (the summary: one tidy frame of all its tables)."""
-        from jlprof.reports import tables
 
-        if name not in REPORTS:
-            raise AnalysisError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}.")
-        lo, hi = self.range_of(iter_start, iter_stop)
-        with heavy_stage():
-            return tables.build(self, name, lo, hi)
-
-    def summary(self, iter_start: int | None = None, iter_stop: int | None = None) -> dict:
-        """The summary report's five tables, keyed by the guide's table names."""
-        from jlprof.reports import tables
-
-        lo, hi = self.range_of(iter_start, iter_stop)
-        return tables.summary_tables(self, lo, hi)
-
-    def write_reports(
-        self,
-        output_path: str | Path = ".",
-        reports: list[str] | tuple[str, ...] = REPORTS,
-        formats: list[str] | tuple[str, ...] = ("csv",),
-        force: bool = False,
-    ) -> list[Path]:
-        """Write ``<profile_name>_<report>.<ext>`` files; existing files kept unless force."""
-        from jlprof.reports.writers import write_reports
-
-        return write_reports(self, Path(output_path), reports, formats, force)
-
-    def save(self, path: str | Path) -> Path:
-        """Save the normalised trace as a jlprof database for fast re-analysis."""
-        from jlprof.engine.store import save_trace
-
-        return save_trace(self.trace, path)
-
-    # ---- display -----------------------------------------------------------------------
-    def headline(self) -> dict[str, Any]:
-        """The few numbers a person looks at first (used by the text/HTML reprs)."""
-        s = self.summary()
-        rep = s["Summary Report"]
-        its = s["Iterations"]
-        return {
-            "source": str(self.trace.source or ""),
-            "key_node": self.key_node,
-            "iterations": int(its["Total Iterations"]),
-            "range": (self.iter_start, self.iter_stop),
-            "wall_ns": int(rep["Wall Clock Time (ns)"]),
-            "gpu_util_pct": float(rep["GPU Utilization %"]),
-            "tc_util_pct": float(rep["Tensor Core Kernel Utilization %"]),
-            "avg_iter_ns": float(its["Average Iteration Time (ns)"]),
-            "gpu_count": int(s["System Config"]["GPU Count"]),
-        }
-
-    def __repr__(self) -> str:
-        h = self.headline()
-        kn = h["key_node"] or "none found"
-        return (
-            f"<jlprof.Profile {Path(h['source']).name}: key node {kn}, {h['iterations']} "
-            f"iterations, range {h['range'][0]}..{h['range'][1]}, "
-            f"wall {h['wall_ns'] / 1e6:.1f} ms, "
-            f"GPU util {h['gpu_util_pct']:.1f}%, TC util {h['tc_util_pct']:.1f}%>"
-        )
-
-    def _repr_html_(self) -> str:
-        from jlprof.reports.html import profile_html
-
-        return profile_html(self)
-
-    def dashboard(self, **kwargs: Any) -> Any:
-        """The interactive dashboard (an ipywidgets widget; needs the 'notebook' extra)."""
-        from jlprof.widgets.dashboard import Dashboard
-
-        return Dashboard(self, **kwargs)
-
-    def _ipython_display_(self) -> None:
-        # imported here: the engine never imports Jupyter at module level
-        from jlprof.widgets.display import display_profile
-
-        display_profile(self)
-
-
-def load(
-    path: str | Path,
-    *,
-    key_node: str | None = None,
-    iter_start: int | None = None,
-    iter_stop: int | None = None,
-    domains: list[str] | None = None,
-    mode: str | None = None,
-    profile_name: str = "jlprof",
-    progress: Callable[[str], None] | None = None,
-    use_connectorx: bool | None = None,
-) -> Profile:
-    """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database.
-
-    ``mode`` None: ``pytorch`` when the trace holds PyTorch markers (emit_nvtx, DLProf/PyProf
-    plugin, ``jlprof.torch``), else ``simple``; a mode given always wins.
-    """
-    from jlprof.engine.store import read_any
-
-    if not isinstance(path, (str, os.PathLike)):
-        raise InputError(f"path must be a file path (str or Path), got {path!r}.")
-    check_options(key_node, iter_start, iter_stop, domains, mode)  # before the (long) read
-    path = Path(path)
-    if path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
-        from jlprof.nsys import ensure_sqlite
-
-        path = ensure_sqlite(path)
-    # not a heavy stage: the reader's threads must trim their heaps as they free
-    trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
-    return Profile(
-        trace,
-        key_node=key_node,
-        iter_start=iter_start,
-        iter_stop=iter_stop,
-        domains=domains,
-        mode=mode,
-        profile_name=profile_name,
-        progress=progress,
-    )
-
-
-__all__ = ["DEFAULT_KEY_NODES", "MODES", "REPORTS", "Profile", "load", "np"]
+__all__ = ["DEFAULT_KEY_NODES", "MODES", "Analysis", "check_options"]

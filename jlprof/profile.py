@@ -1,0 +1,130 @@
+"""``Profile``: the one object the CLI, the notebook magic and the widgets all use.
+
+The facade where the layers meet: the engine's :class:`~jlprof.engine.analysis.Analysis`
+(read once, re-aggregated per key node and iteration range) plus DLProf's reports, the report
+files and the notebook display. Only this module and the layers above it (magics, CLI) import
+both the engine and the reports/widgets; the widgets are imported on first display, so a script
+never loads Jupyter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from jlprof.engine.analysis import DEFAULT_KEY_NODES, MODES, Analysis, check_options
+from jlprof.errors import InputError
+from jlprof.reports import REPORTS, catalog
+
+
+class Profile(Analysis):
+    """A correlated profile with DLProf's reports; re-aggregates without re-reading."""
+
+    # ---- reports -----------------------------------------------------------------------
+    def report(
+        self, name: str, iter_start: int | None = None, iter_stop: int | None = None
+    ) -> pd.DataFrame:
+        """One DLProf report as a DataFrame (the summary: one tidy frame of all its tables)."""
+        return catalog.report(self, name, iter_start, iter_stop)
+
+    def summary(self, iter_start: int | None = None, iter_stop: int | None = None) -> dict:
+        """The summary report's five tables, keyed by the guide's table names."""
+        return catalog.summary(self, iter_start, iter_stop)
+
+    def write_reports(
+        self,
+        output_path: str | Path = ".",
+        reports: list[str] | tuple[str, ...] = REPORTS,
+        formats: list[str] | tuple[str, ...] = ("csv",),
+        force: bool = False,
+    ) -> list[Path]:
+        """Write ``<profile_name>_<report>.<ext>`` files; existing files kept unless force."""
+        from jlprof.reports.writers import write_reports
+
+        return write_reports(self, Path(output_path), reports, formats, force)
+
+    def save(self, path: str | Path) -> Path:
+        """Save the normalised trace as a jlprof database for fast re-analysis."""
+        from jlprof.engine.store import save_trace
+
+        return save_trace(self.trace, path)
+
+    # ---- display -----------------------------------------------------------------------
+    def headline(self) -> dict[str, Any]:
+        """The few numbers a person looks at first (used by the text/HTML reprs)."""
+        return catalog.headline(self)
+
+    def __repr__(self) -> str:
+        h = self.headline()
+        kn = h["key_node"] or "none found"
+        return (
+            f"<jlprof.Profile {Path(h['source']).name}: key node {kn}, {h['iterations']} "
+            f"iterations, range {h['range'][0]}..{h['range'][1]}, "
+            f"wall {h['wall_ns'] / 1e6:.1f} ms, "
+            f"GPU util {h['gpu_util_pct']:.1f}%, TC util {h['tc_util_pct']:.1f}%>"
+        )
+
+    def _repr_html_(self) -> str:
+        from jlprof.reports.html import profile_html
+
+        return profile_html(self)
+
+    def dashboard(self, **kwargs: Any) -> Any:
+        """The interactive dashboard (an ipywidgets widget; needs the 'notebook' extra)."""
+        from jlprof.widgets.dashboard import Dashboard
+
+        return Dashboard(self, **kwargs)
+
+    def _ipython_display_(self) -> None:
+        # imported here: a script that never displays a profile never imports Jupyter
+        from jlprof.widgets.display import display_profile
+
+        display_profile(self)
+
+
+def load(
+    path: str | Path,
+    *,
+    key_node: str | None = None,
+    iter_start: int | None = None,
+    iter_stop: int | None = None,
+    domains: list[str] | None = None,
+    mode: str | None = None,
+    profile_name: str = "jlprof",
+    progress: Callable[[str], None] | None = None,
+    use_connectorx: bool | None = None,
+) -> Profile:
+    """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database.
+
+    ``mode`` None: ``pytorch`` when the trace holds PyTorch markers (emit_nvtx, DLProf/PyProf
+    plugin, ``jlprof.torch``), else ``simple``; a mode given always wins.
+    """
+    from jlprof.engine.store import read_any
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"path must be a file path (str or Path), got {path!r}.")
+    check_options(key_node, iter_start, iter_stop, domains, mode)  # before the (long) read
+    path = Path(path)
+    if path.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):
+        from jlprof.nsys import ensure_sqlite
+
+        path = ensure_sqlite(path)
+    # not a heavy stage: the reader's threads must trim their heaps as they free
+    trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
+    return Profile(
+        trace,
+        key_node=key_node,
+        iter_start=iter_start,
+        iter_stop=iter_stop,
+        domains=domains,
+        mode=mode,
+        profile_name=profile_name,
+        progress=progress,
+    )
+
+
+__all__ = ["DEFAULT_KEY_NODES", "MODES", "REPORTS", "Profile", "check_options", "load"]
