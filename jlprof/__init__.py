@@ -20,6 +20,13 @@ def load(path: str, **options: Any) -> Profile:
     return _load(path, **options)
 
 
+def load_ranks(paths: Any, **options: Any) -> Any:
+    """Analyse one nsys export per rank of a distributed job on Dask (``jlprof.distributed``)."""
+    from jlprof.distributed import load_ranks as _load_ranks
+
+    return _load_ranks(paths, **options)
+
+
 def __getattr__(name: str) -> Any:
     """``jlprof.Profile``, imported on first use: ``import jlprof`` stays free of pandas."""
     if name == "Profile":
@@ -36,4 +43,4 @@ def load_ipython_extension(ipython: Any) -> None:
     register(ipython)
 
 
-__all__ = ["Profile", "__version__", "load", "load_ipython_extension"]
+__all__ = ["Profile", "__version__", "load", "load_ipython_extension", "load_ranks"]

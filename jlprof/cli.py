@@ -20,7 +20,8 @@ import time
 import traceback
 from pathlib import Path
 
-from jlprof.errors import JlprofError
+from jlprof.distributed import several
+from jlprof.errors import JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options
 from jlprof.outputs import prepare_folder, written
 from jlprof.reports.writers import check_outputs, report_path
@@ -83,10 +84,12 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")
     status = 0
+    if args.database and several(args.database):
+        return _run_ranks(args, say, reports, formats, out)
     if args.database:
         if args.command:
             say(f"ignoring the command {' '.join(args.command)!r}: --database was given", "minimal")
-        db = Path(args.database)
+        db = Path(args.database[0])
     elif args.command:
         from jlprof.profiling import profile_run
 
@@ -162,6 +165,40 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     if status:
         say(f"exit status {status}: the profiled program's, passed on as nsys does", "minimal")
     return status
+
+
+def _run_ranks(args, say: _Say, reports: list[str], formats: list[str], out: Path) -> int:
+    """Several databases: one rank each, on Dask (``jlprof.distributed``)."""
+    from jlprof.distributed import load_ranks
+
+    if args.save_db or args.dump_model_data:
+        raise OptionError(
+            "--save_db and --dump_model_data take one database; run them on one rank's file."
+        )
+    if args.command:
+        say(f"ignoring the command {' '.join(args.command)!r}: --database was given", "minimal")
+
+    ranks = load_ranks(
+        args.database,
+        scheduler=args.scheduler,
+        output_path=out,
+        reports=reports,
+        formats=formats,
+        force=args.force,
+        profile_name=args.profile_name,
+        progress=say.rank >= VERBOSITY.index("normal"),
+        key_node=args.key_node,
+        iter_start=args.iter_start,
+        iter_stop=args.iter_stop,
+        domains=args.domains,
+        mode=args.mode,
+    )
+    for w in ranks.write_reports(out, formats, force=args.force):
+        say(f"wrote {w}")
+    if say.rank >= VERBOSITY.index("normal"):
+        cols = ["Rank", "Iterations", "Avg. Iteration Time (ns)", "Straggler"]
+        print(ranks.report("ranks")[cols].to_string(index=False))
+    return 0
 
 
 def _terminate(signum: int, _frame: object) -> None:

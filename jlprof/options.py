@@ -49,6 +49,7 @@ class Option:
     metavar: str | None = None
     magic_default: Any = _SAME
     magic_help: str | None = None
+    cli_nargs: str | None = None  # the CLI's nargs where it takes several values
 
     def kwargs(self, surface: str) -> dict[str, Any]:
         """``add_argument`` keyword arguments for this surface."""
@@ -57,6 +58,8 @@ class Option:
             default = self.magic_default
         kw: dict[str, Any] = {"dest": self.name, "default": default}
         kw["help"] = (self.magic_help if surface == MAGIC else None) or self.help
+        if surface == CLI and self.cli_nargs is not None:
+            kw["nargs"] = self.cli_nargs
         for key in ("type", "choices", "metavar"):
             if getattr(self, key) is not None:
                 kw[key] = getattr(self, key)
@@ -81,9 +84,16 @@ OPTIONS: tuple[Option, ...] = (
            "(jlprof.torch); default: pytorch when the trace holds PyTorch markers, else simple"),
     Option("database", ("--database",), None, None,
            "analyse this nsys export (.sqlite, .nsys-rep, .qdrep) or jlprof database instead of "
-           "profiling a command", "--database", "Nsight Systems", metavar="FILE",
+           "profiling a command; several files, a directory or a glob: one per rank of a "
+           "distributed job, analysed on Dask (docs/ranks.md)", "--database", "Nsight Systems",
+           metavar="FILE", cli_nargs="+",
            magic_help="re-analyse this nsys export (.sqlite/.nsys-rep/.qdrep) or jlprof "
-           "database without profiling (line magic)"),
+           "database without profiling (line magic); a directory or a glob: one per rank of a "
+           "distributed job, on Dask (docs/ranks.md)"),
+    Option("scheduler", ("--scheduler",), None, None,
+           "Dask scheduler for several databases, e.g. tcp://host:8786 (default "
+           "$JLPROF_SCHEDULER, else a local cluster); workers read the files themselves", None,
+           "Nsight Systems", metavar="ADDRESS"),
     Option("nsys_base_name", ("--nsys_base_name", "--nsys_base_output_filename"), None,
            "nsys_profile",
            "base name of the nsys output files when profiling", "--nsys_base_output_filename",

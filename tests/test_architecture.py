@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("jlprof.reports",),
     ("jlprof.widgets",),
     ("jlprof.profile",),
+    ("jlprof.distributed",),  # many ranks on Dask: Profiles on workers, cross-rank reports
     ("jlprof.magics", "jlprof.cli", "jlprof.options", "jlprof.__main__"),
 )
 

@@ -53,9 +53,11 @@ def test_both_parse_the_same_values(words: list[str]) -> None:
     cli = vars(build_parser().parse_args([*words, "--database=x.sqlite"]))
     magic = vars(_magic_parser().parse_args([*words, "--database=x.sqlite"]))
     for o in OPTIONS:
-        if MAGIC in o.surfaces and o.name != "output_path":
+        if MAGIC in o.surfaces and o.name not in ("output_path", "database"):
             assert cli[o.name] == magic[o.name], o.name
     assert cli["output_path"] == "." and magic["output_path"] is None  # the magic: a run folder
+    # the CLI takes one file per rank after one --database; the magic a directory or a glob
+    assert cli["database"] == [magic["database"]] == ["x.sqlite"]
 
 
 def test_dlprof_names_are_accepted() -> None:

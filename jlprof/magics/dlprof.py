@@ -17,9 +17,11 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import clear_output, display, publish_display_data
 
+from jlprof.distributed import several
 from jlprof.errors import JlprofError
 from jlprof.magics import options as opt
 from jlprof.magics import run
+from jlprof.magics.ranks import reanalyse_ranks
 from jlprof.options import magic_arguments_from_table
 
 
@@ -140,6 +142,10 @@ class DlprofMagics(Magics):
     def _dispatch(self, opts: opt.RunOptions, cell: str | None) -> None:
         if opts.kernel is not None:
             self._kernel(opts)
+        elif opts.database is not None and several(str(opts.database)):
+            ranks = reanalyse_ranks(opts)  # a job's ranks: a directory or a glob
+            self.shell.user_ns[opts.name] = ranks
+            display(ranks)
         elif opts.database is not None:
             result = run.reanalyse(opts)
             self._show(result, opts)

@@ -56,6 +56,7 @@ class RunOptions:
     domains: list[str] | None = None
     setup: bool = False
     database: Path | None = None
+    scheduler: str | None = None  # Dask scheduler for a job's ranks (--database=DIR)
     name: str = DEFAULT_NAME
     kernel: str | None = None
     nsys_opts_given: bool = False
@@ -119,6 +120,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         domains=ns.domains,
         setup=ns.setup,
         database=Path(ns.database).expanduser() if ns.database else None,
+        scheduler=ns.scheduler,
         name=ns.name,
         kernel=kernel,
         nsys_opts_given=bool(ns.nsys_opts),
