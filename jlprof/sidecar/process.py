@@ -417,6 +417,12 @@ class Sidecar:
         idle = False
         interrupted = False
         interrupts = 0
+        # ipykernel ignores SIGINT between requests (SIG_IGN outside a handler): an interrupt sent
+        # before this request runs would be lost and the cell would then run on unstopped. So a
+        # visible request is interrupted only once it has started (its execute_input arrived);
+        # a silent one (jlprof's own short code) publishes no execute_input and is sent at once.
+        started = silent
+        pending = False
         while reply is None or not idle:
             try:
                 if not idle:
@@ -426,8 +432,14 @@ class Sidecar:
                             kind = msg["header"]["msg_type"]
                             if kind == "status":
                                 idle = msg["content"]["execution_state"] == "idle"
-                            elif on_message is not None:
-                                on_message(msg)
+                            else:
+                                if kind == "execute_input":
+                                    started = True
+                                    if pending:
+                                        pending = False
+                                        self.interrupt()
+                                if on_message is not None:
+                                    on_message(msg)
                 if reply is None:
                     with contextlib.suppress(queue.Empty):
                         msg = client.get_shell_msg(timeout=0 if not idle else 0.05)
@@ -443,7 +455,10 @@ class Sidecar:
                         "that ignores SIGINT?): run %dlprof kernel restart (its state is lost)"
                     ) from None
                 interrupted = True
-                self.interrupt()
+                if started:
+                    self.interrupt()
+                else:
+                    pending = True
         content = reply
         return ExecResult(
             status=content.get("status", "error"),

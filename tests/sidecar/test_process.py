@@ -255,3 +255,26 @@ def test_a_cell_that_ignores_interrupts_gives_the_notebook_back(tmp_path):
         car.shutdown(kernel_grace=2)  # the stuck kernel is killed, nsys then exits by itself
         assert time.monotonic() - t0 < 15
     assert not car.alive() and car.proc.returncode is not None
+
+
+def test_an_interrupt_before_the_cell_starts_still_stops_it(pair):
+    """ipykernel ignores SIGINT until a request starts: an early Ctrl-C must not be lost.
+
+    A request queued ahead keeps the kernel busy, so the Ctrl-C arrives while ours waits its turn
+    (as when the notebook is interrupted while the sidecar is still busy with jlprof's own code).
+    """
+    car = pair[1]
+    car.client.execute("import time\ntime.sleep(1.5)", silent=True)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    rescue = threading.Timer(20.0, os.kill, (os.getpid(), signal.SIGINT))  # a second Ctrl-C
+    timer.start()
+    rescue.start()
+    t0 = time.monotonic()
+    try:
+        res = car.execute("import time\nwhile True:\n    time.sleep(0.01)")
+    finally:
+        timer.cancel()
+        rescue.cancel()
+    assert res.interrupted and res.ename == "KeyboardInterrupt"
+    assert time.monotonic() - t0 < 10  # stopped by the first Ctrl-C, not the rescue's second
+    assert car.execute("print('alive')").status == "ok"
