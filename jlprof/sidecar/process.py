@@ -46,6 +46,8 @@ MIN_NSYS = (2021, 1)
 
 OnMessage = Callable[[dict[str, Any]], None]
 MAX_INTERRUPTS = 2
+NO_REPLY_GRACE_S = 5.0
+"""After an interrupted request went idle, how long its reply may lag before it counts as lost."""
 """Interrupts passed on to a busy sidecar; one more gives the notebook back (see SidecarBusy)."""
 
 
@@ -104,7 +106,10 @@ STALE_UNOWNED_S = 24 * 3600
 
 
 def _write_owners(folder: Path, *pids: int) -> None:
-    (folder / OWNERS).write_text(" ".join(map(str, pids)))
+    # temp + rename: another notebook's clean-up must never read a half-written (empty) list
+    tmp = folder / f".{OWNERS}.tmp"
+    tmp.write_text(" ".join(map(str, pids)))
+    os.replace(tmp, folder / OWNERS)
 
 
 def remove_stale_folders(root: str | os.PathLike[str] | None = None) -> list[Path]:
@@ -121,12 +126,12 @@ def remove_stale_folders(root: str | os.PathLike[str] | None = None) -> list[Pat
             if not folder.is_dir() or folder.is_symlink() or st.st_uid != os.getuid():
                 continue
             owners = folder / OWNERS
-            if owners.exists():
-                pids = [int(x) for x in owners.read_text().split()]
+            pids = [int(x) for x in owners.read_text().split()] if owners.exists() else []
+            if pids:
                 if any(_proc_state(pid) not in (None, "Z", "X") for pid in pids):
                     continue
             elif time.time() - st.st_mtime < STALE_UNOWNED_S:
-                continue
+                continue  # no owners recorded (yet, or by an older jlprof): judged by its age
         except (OSError, ValueError):
             continue
         shutil.rmtree(folder, ignore_errors=True)
@@ -423,6 +428,7 @@ class Sidecar:
         # a silent one (jlprof's own short code) publishes no execute_input and is sent at once.
         started = silent
         pending = False
+        idle_since: float | None = None
         while reply is None or not idle:
             try:
                 if not idle:
@@ -432,6 +438,7 @@ class Sidecar:
                             kind = msg["header"]["msg_type"]
                             if kind == "status":
                                 idle = msg["content"]["execution_state"] == "idle"
+                                idle_since = time.monotonic() if idle else None
                             else:
                                 if kind == "execute_input":
                                     started = True
@@ -445,6 +452,16 @@ class Sidecar:
                         msg = client.get_shell_msg(timeout=0 if not idle else 0.05)
                         if msg["parent_header"].get("msg_id") == msg_id:
                             reply = msg["content"]
+                if (
+                    reply is None
+                    and interrupted
+                    and idle_since is not None
+                    and time.monotonic() - idle_since > NO_REPLY_GRACE_S
+                ):
+                    # SIGINT landed in ipykernel's own code around the cell, which swallows it
+                    # ("KeyboardInterrupt caught in kernel") and never replies: stop waiting.
+                    why = "interrupted before or after the cell's code ran"
+                    reply = {"status": "error", "ename": "KeyboardInterrupt", "evalue": why}
                 if (reply is None or not idle) and not self.alive():
                     raise SidecarDied(self._death_message())
             except interrupt_on:

@@ -34,9 +34,11 @@ def test_only_folders_of_ended_owners_are_removed(tmp_path) -> None:
     gone = folder(tmp_path, "gone", f"{dead} {dead}")
     live_kernel = folder(tmp_path, "live", f"{os.getpid()} {dead}")  # nsys may still write
     new_unowned = folder(tmp_path, "new", None)  # being created right now, or an older jlprof
+    being_written = folder(tmp_path, "writing", "")  # owners file seen before its pids
     old_unowned = folder(tmp_path, "old", None, age_s=2 * 24 * 3600)
     other = tmp_path / "not-jlprof"
     other.mkdir()
     assert sorted(remove_stale_folders(tmp_path)) == sorted([gone, old_unowned])
     assert live_kernel.is_dir() and new_unowned.is_dir() and other.is_dir()
+    assert being_written.is_dir()
     assert not gone.exists() and not old_unowned.exists()
