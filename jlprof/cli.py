@@ -207,6 +207,11 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["diff"]:  # sub-command: jlprof diff BASE NEW (docs/diff.md)
+        from jlprof.commands.diff import run as run_diff
+
+        return run_diff(words[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     say = _Say(args.verbosity)
