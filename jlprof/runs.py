@@ -99,7 +99,9 @@ def run_database(path: str | os.PathLike[str]) -> Path:
     try:
         name = read_manifest(path).get("database")
     except (OSError, ValueError) as exc:
-        raise InputError(f"{path / MANIFEST} cannot be read ({exc}); give the .sqlite inside.")
+        raise InputError(
+            f"{path / MANIFEST} cannot be read ({exc}); give the .sqlite inside."
+        ) from exc
     if not name:
         raise InputError(
             f"run folder {path} has no database (its status: "

@@ -7,10 +7,10 @@ divided by each side's iteration count when the counts differ (``normalise``), s
 run and an 8-iteration run compare per iteration, not in total.
 
 Status of a row (``classify``), from the first value column (GPU time) where either side has
-some, else the second (CPU or API time):
+some, else the last (CPU or API time):
 
 * ``added`` / ``removed``: the key is on one side only;
-* ``unchanged``: ``|delta| <= max(NOISE_PCT % of base, NOISE_NS)``;
+* ``unchanged``: ``|delta| <= max(NOISE_PCT % of base, NOISE_NS per iteration)``;
 * ``slower`` / ``faster``: the delta is beyond that band, positive / negative.
 """
 
@@ -89,7 +89,7 @@ def diff_totals(
 
     ``labels`` are taken from the new side where the key is there, else from the base side.
     With ``normalise`` every value is divided by its side's iteration count (floats); without,
-    sums stay integers so deltas are exact.
+    sums stay integers so deltas are exact. ``noise_ns`` is per iteration (scaled to totals).
     """
     b = _totals(base, key, labels, values)
     n = _totals(new, key, labels, values)
@@ -105,11 +105,12 @@ def diff_totals(
         if normalise:
             bv, nv = bv / max(n_base, 1), nv / max(n_new, 1)
         out[f"base_{c}"], out[f"new_{c}"], out[f"delta_{c}"] = bv, nv, nv - bv
-    first, second = values[0], values[1] if len(values) > 1 else values[0]
+    first, second = values[0], values[-1]
     use_first = (out[f"base_{first}"] != 0) | (out[f"new_{first}"] != 0)
     bsel = np.where(use_first, out[f"base_{first}"], out[f"base_{second}"])
     nsel = np.where(use_first, out[f"new_{first}"], out[f"new_{second}"])
-    out["status"] = classify(bsel, nsel, in_b, in_n, noise_pct, noise_ns)
+    floor = noise_ns if normalise else noise_ns * max(n_base, 1)
+    out["status"] = classify(bsel, nsel, in_b, in_n, noise_pct, floor)
     out.index.name = key
     d = out[f"delta_{first}"].to_numpy(np.float64)
     order = np.lexsort((-d, -np.abs(d)))  # biggest change first, slower before faster

@@ -552,7 +552,7 @@ def _evidence(r: DiffResult, sb: dict, sn: dict, spread: float) -> list[str]:
     ev.append(
         f"ops: {c['slower']} slower, {c['faster']} faster, {c['added']} added, "
         f"{c['removed']} removed, {c['unchanged']} unchanged (an op is unchanged within "
-        f"max({NOISE_PCT:g}% of its base time, {NOISE_NS:g} ns))"
+        f"max({NOISE_PCT:g}% of its base time, {NOISE_NS:g} ns per iteration))"
     )
     moved = r.ops[r.ops["Status"] != "unchanged"]
     if r.verdict == "improvement likely":
@@ -561,7 +561,9 @@ def _evidence(r: DiffResult, sb: dict, sn: dict, spread: float) -> list[str]:
     if len(top):
         parts = [
             f"{name} {'+' if d >= 0 else '-'}{fmt_ns(abs(d))} ({s})"
-            for name, d, s in zip(top["Op Name"], top["Delta GPU Time (ns)"], top["Status"])
+            for name, d, s in zip(
+                top["Op Name"], top["Delta GPU Time (ns)"], top["Status"], strict=True
+            )
         ]
         ev.append(f"largest op changes{unit}: " + "; ".join(parts))
     return ev
@@ -597,8 +599,8 @@ def markdown(r: DiffResult, limit: int = 10) -> str:
         _row(["---", "---:", "---:", "---:"]),
     ]
     dist = r.distributions
-    lines.append(_row(["Iterations", *(int(dist.loc[s, "Iterations"]) for s in ("Base", "New")),
-                       int(dist.loc["New", "Iterations"] - dist.loc["Base", "Iterations"])]))  # fmt: skip
+    its = [int(dist.loc[s, "Iterations"]) for s in ("Base", "New")]
+    lines.append(_row(["Iterations", *its, its[1] - its[0]]))
     for key in ("median", "mean", "p10", "p90", "mad", "std"):
         col = STAT_COLUMNS[key]
         b, n = float(dist.loc["Base", col]), float(dist.loc["New", col])
