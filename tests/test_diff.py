@@ -207,6 +207,16 @@ def test_fail_on_regression_exit_status(runs, pair, args, status, verdict) -> No
     assert json.loads(out.stdout)["Verdict"] == verdict
 
 
+def test_iterations_on_one_side_only_are_not_comparable(runs) -> None:
+    r = _load(runs["base"]).compare(_load(runs["nokey"]), iter_stop=5)
+    assert r.verdict == "not comparable" and r.confidence == 0.0
+    assert "iterations on both sides 0.00" in r.evidence[0]
+    assert any("iterations were found only in the base profile" in w for w in r.warnings)
+    # the op deltas are still there (totals: 6 iterations vs the whole profile)
+    assert r.normalised
+    assert r.exit_status(5.0) == EXIT_NOT_COMPARABLE
+
+
 def test_noise_band_of_an_op(runs) -> None:
     base, sl = runs["base"], runs["slightly"]
     r = _load(base).compare(_load(sl), **_range(base), other_iter_stop=sl.steps - 1)
@@ -395,6 +405,11 @@ def test_diff_view_data_and_figures(runs) -> None:
     fig_w, fig_t = figures(r)
     assert len(fig_w.renderers) == 1 and len(fig_t.renderers) == 6
     assert "regression likely" in header_html(r)
+    pytest.importorskip("jupyter_bokeh")
+    from jlprof.widgets.diff import diff_view
+
+    view = diff_view(r)
+    assert len(view.children) == 3 and "jlprof-diff" in view._dom_classes
 
 
 REAL_PAIRS = [
@@ -439,6 +454,8 @@ def test_real_pair_kernel_totals_match_sql(base, new) -> None:
     assert (status[k["New Calls"] == 0] == "removed").all()
     # different programs: the op view barely overlaps, so the CI gate declines to judge
     assert r.verdict == "not comparable", r.warnings
+    assert r.evidence[0].startswith(f"comparability {r.confidence:.2f} = ")
+    assert r.confidence < 0.5
 
 
 def test_real_trace_against_itself_over_two_ranges() -> None:

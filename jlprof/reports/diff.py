@@ -375,7 +375,7 @@ def compare(
             and base.domains == new.domains
         )
     ) and (bl, bh) == (nl, nh)
-    warnings, confidence = _comparability(base, new, ob, on, nb, nn)
+    warnings, confidence, factors = _comparability(base, new, ob, on, nb, nn)
     delta_pct = None
     if sb["median"] > 0:
         delta_pct = 100.0 * (sn["median"] - sb["median"]) / sb["median"]
@@ -423,7 +423,7 @@ def compare(
         warnings=warnings,
         sides=sides,
     )
-    result.evidence = _evidence(result, sb, sn, spread)
+    result.evidence = _evidence(result, sb, sn, spread, factors)
     return result
 
 
@@ -455,18 +455,19 @@ def _verdict(
 
 def _comparability(
     base: Analysis, new: Analysis, ob: pd.DataFrame, on: pd.DataFrame, nb: int, nn: int
-) -> tuple[list[str], float]:
-    """Warnings and the comparability confidence in [0, 1] (a product of factors), the op-view
-    analogue of nsys-ai's: empty sides, iterations on one side only, workload size, overlap."""
+) -> tuple[list[str], float, list[tuple[str, float]]]:
+    """Warnings, the comparability confidence in [0, 1] and the factors it is the product of:
+    the op-view analogue of nsys-ai's (empty sides, iterations on one side only, workload size,
+    shared names)."""
     warnings: list[str] = []
-    factors = []
+    factors: list[tuple[str, float]] = []
     for label, o in (("base", ob), ("new", on)):
         if len(o) == 0:
             warnings.append(
                 f"the {label} profile has no op in its aggregated iterations: nothing to compare "
                 "(check that the run executed and the capture holds NVTX ranges)."
             )
-            factors.append(0.0)
+            factors.append((f"{label} has ops", 0.0))
     gb, gn = (
         float(ob["gpu_sum"].sum()) if len(ob) else 0.0,
         float(on["gpu_sum"].sum()) if len(on) else 0.0,
@@ -477,7 +478,7 @@ def _comparability(
             f"the {empty} profile has no GPU work in its ops while the other has: a failed or "
             "incomplete capture, not a change of the workload."
         )
-        factors.append(0.0)
+        factors.append((f"{empty} has GPU work", 0.0))
     if bool(base.key_node) != bool(new.key_node):
         which = "base" if base.key_node else "new"
         warnings.append(
@@ -485,7 +486,7 @@ def _comparability(
             f"{base.key_node or new.key_node!r}); the other is one whole-profile interval, so "
             "iteration times do not compare. Give --key_node present in both."
         )
-        factors.append(0.0)
+        factors.append(("iterations on both sides", 0.0))
     elif base.key_node and new.key_node and base.key_node != new.key_node:
         warnings.append(
             f"the key nodes differ (base {base.key_node!r}, new {new.key_node!r}); iterations "
@@ -495,7 +496,7 @@ def _comparability(
     cn = float(on["calls"].sum()) / max(nn, 1) if len(on) else 0.0
     if cb > 0 and cn > 0:
         lo, hi = min(cb, cn), max(cb, cn)
-        factors.append(lo / hi)
+        factors.append(("op calls per iteration, fewer/more", lo / hi))
         if hi / lo >= 3.0:
             warnings.append(
                 f"op calls per iteration differ a lot (base {cb:.1f}, new {cn:.1f}); the diff "
@@ -505,7 +506,7 @@ def _comparability(
     kn = set(on["op_name"].astype(str)) if len(on) else set()
     if len(kb) > 5 and len(kn) > 5:
         shared = len(kb & kn) / min(len(kb), len(kn))
-        factors.append(shared)
+        factors.append(("shared op names / fewer side's", shared))
         if shared < 0.05:
             warnings.append(
                 f"the profiles share almost no op ({len(kb & kn)} of {len(kb)} and {len(kn)}): "
@@ -514,8 +515,8 @@ def _comparability(
     lb, ln = _gpu_lanes_busy(base), _gpu_lanes_busy(new)
     if lb and ln and lb != ln:
         warnings.append(f"GPUs with work differ (base {lb}, new {ln}): totals span other hardware.")
-    conf = float(np.prod(factors)) if factors else 1.0
-    return warnings, max(0.0, min(1.0, conf))
+    conf = float(np.prod([v for _, v in factors])) if factors else 1.0
+    return warnings, max(0.0, min(1.0, conf)), factors
 
 
 def fmt_ns(ns: float) -> str:
@@ -530,8 +531,16 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def _evidence(r: DiffResult, sb: dict, sn: dict, spread: float) -> list[str]:
+def _evidence(
+    r: DiffResult, sb: dict, sn: dict, spread: float, factors: list[tuple[str, float]]
+) -> list[str]:
     ev = []
+    if factors:
+        parts = " × ".join(f"{name} {v:.2f}" for name, v in factors)
+        ev.append(
+            f"comparability {r.confidence:.2f} = {parts} (not comparable below "
+            f"{MIN_CONFIDENCE:g})"
+        )
     if r.delta_pct is not None:
         ev.append(
             f"median iteration time {fmt_ns(sb['median'])} -> {fmt_ns(sn['median'])} "
