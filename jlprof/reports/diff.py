@@ -538,8 +538,7 @@ def _evidence(
     if factors:
         parts = " × ".join(f"{name} {v:.2f}" for name, v in factors)
         ev.append(
-            f"comparability {r.confidence:.2f} = {parts} (not comparable below "
-            f"{MIN_CONFIDENCE:g})"
+            f"comparability {r.confidence:.2f} = {parts} (not comparable below {MIN_CONFIDENCE:g})"
         )
     if r.delta_pct is not None:
         ev.append(
