@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jlprof",
         description="Deep-learning profiler for Nsight Systems traces (DLProf-compatible).",
         epilog="Examples:\n  jlprof --database=run.sqlite --key_node=optimizer_step --reports=all\n"
-        "  jlprof --reports=summary,kernel --formats=csv,json python train.py --epochs 1",
+        "  jlprof --reports=summary,kernel --formats=csv,json python train.py --epochs 1\n"
+        "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-V", "--version", action="version", version=f"jlprof {__version__}")
