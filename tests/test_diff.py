@@ -464,3 +464,45 @@ def test_real_trace_against_itself_over_two_ranges() -> None:
     r = p.compare(p)
     assert r.verdict == "unchanged" and (r.ops["Delta GPU Time (ns)"] == 0).all()
     assert (r.kernels["Status"] == "unchanged").all()
+
+
+def test_forward_and_backward_stay_apart_by_op_id(tmp_path) -> None:
+    from tests.fixtures.torch_traces import (
+        CONV_BWD,
+        CONV_FWD,
+        DUR,
+        GEMM_BWD,
+        GEMM_FWD,
+        emit_nvtx_db,
+    )
+
+    base = emit_nvtx_db(4).write(tmp_path / "b.sqlite")
+    new = emit_nvtx_db(6).write(tmp_path / "n.sqlite")
+    pb, pn = jlprof.load(base), jlprof.load(new)
+    r = pb.compare(pn)
+    assert r.ops.index.is_unique and len(r.ops) == len(pn.report("detail"))
+    ops = r.ops
+    cases = {
+        "aten::conv2d:fprop": CONV_FWD,
+        "aten::conv2d:bprop": CONV_BWD,
+        "aten::linear:fprop": GEMM_FWD,
+        "aten::linear:bprop": GEMM_BWD,
+    }
+    for key, kernel in cases.items():
+        assert ops.loc[key, "Op Name"] == key.rsplit(":", 1)[0]
+        assert ops.loc[key, "Base GPU Time (ns)"] == 4 * DUR[kernel]
+        assert ops.loc[key, "New GPU Time (ns)"] == 6 * DUR[kernel]
+        assert ops.loc[key, "Delta GPU Time (ns)"] == 2 * DUR[kernel]
+
+
+def test_match_keys_use_ids_only_where_both_sides_have_them() -> None:
+    from jlprof.engine.diff import match_keys
+
+    bk, nk = match_keys(
+        np.array(["a:fprop", "a:bprop", "", "c:x"], object),
+        np.array(["a", "a", "b", "c"], object),
+        np.array(["a:fprop", "a:bprop", "b:1", "c:y"], object),
+        np.array(["a", "a", "b", "c"], object),
+    )
+    assert bk.tolist() == ["id:a:fprop", "id:a:bprop", "name:b", "name:c"]
+    assert nk.tolist() == ["id:a:fprop", "id:a:bprop", "name:b", "name:c"]
