@@ -1,8 +1,8 @@
 """Time ``Profile.compare`` (the A/B diff, docs/diff.md) on two large exports.
 
-    python bench/gen_export.py /tmp/g0.sqlite --kernels 1000000 --seed 0
-    python bench/gen_export.py /tmp/g1.sqlite --kernels 1000000 --seed 1
-    python bench/diff_bench.py /tmp/g0.sqlite /tmp/g1.sqlite
+python bench/gen_export.py /tmp/g0.sqlite --kernels 1000000 --seed 0
+python bench/gen_export.py /tmp/g1.sqlite --kernels 1000000 --seed 1
+python bench/diff_bench.py /tmp/g0.sqlite /tmp/g1.sqlite
 """
 
 from __future__ import annotations
