@@ -506,3 +506,19 @@ def test_match_keys_use_ids_only_where_both_sides_have_them() -> None:
     )
     assert bk.tolist() == ["id:a:fprop", "id:a:bprop", "name:b", "name:c"]
     assert nk.tolist() == ["id:a:fprop", "id:a:bprop", "name:b", "name:c"]
+
+
+def test_display_outside_a_kernel_is_markdown(runs) -> None:
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()  # a shell without a kernel: no widgets, the markdown
+    r = _load(runs["base"]).compare(_load(runs["slow"]), iter_stop=5, other_iter_stop=5)
+    with capture_output() as out:
+        from IPython.display import display
+
+        display(r)
+    (bundle,) = [o.data for o in out.outputs]
+    assert bundle["text/markdown"] == r.to_markdown()
+    assert bundle["text/plain"] == repr(r)
