@@ -226,6 +226,31 @@ def test_noise_band_of_an_op(runs) -> None:
     assert ops.loc["/model/conv1/conv2d", "Status"] == "unchanged"
     assert ops.loc["/model/fc1/linear", "Status"] == "slower"
     assert r.verdict == "unchanged"  # the step moved by < 2 %
+    # a threshold tighter than the noise floor never concludes inside it, and says so
+    r1 = _load(base).compare(_load(sl), iter_stop=5, other_iter_stop=5, threshold_pct=1.0)
+    assert 1.0 < r1.delta_pct < 2.0 and r1.verdict == "unchanged"
+    assert any("inside the ±2.00% noise band" in w for w in r1.warnings)
+
+
+def test_noise_band_widens_with_the_iterations_spread(tmp_path) -> None:
+    jitter = (0, 40_000)
+    base = diff_run(tmp_path / "b.sqlite", steps=10, jitter_ns=jitter)
+    new = diff_run(tmp_path / "n.sqlite", steps=10, jitter_ns=jitter, scale=1.08)
+    r = jlprof.load(base.path).compare(jlprof.load(new.path), iter_stop=9, other_iter_stop=9)
+
+    def se(d: list[int]) -> float:  # docs/diff.md: 1.2533 · 1.4826 · MAD / √n
+        a = np.asarray(d, float)
+        return 1.2533 * 1.4826 * np.median(np.abs(a - np.median(a))) / np.sqrt(len(a))
+
+    band = 100 * 2 * np.hypot(se(base.iteration_ns), se(new.iteration_ns))
+    band /= np.median(base.iteration_ns)
+    assert r.noise_pct == pytest.approx(band) and band > 10
+    assert 5 < r.delta_pct < band  # past the threshold, inside the spread
+    assert r.verdict == "unchanged"
+    steady = diff_run(tmp_path / "s.sqlite", steps=10, scale=1.08)
+    flat = diff_run(tmp_path / "f.sqlite", steps=10)
+    r2 = jlprof.load(flat.path).compare(jlprof.load(steady.path), iter_stop=9, other_iter_stop=9)
+    assert r2.noise_pct == 2.0 and r2.delta_pct > 5 and r2.verdict == "regression likely"
 
 
 def test_classify_band_edges() -> None:
