@@ -153,6 +153,32 @@ def ops_html(r: DiffResult, limit: int = 30) -> str:
     return f"<div style='max-height:320px;overflow:auto'>{body}</div>"
 
 
+# A saved notebook (no kernel, no widget state) shows the static copy displayed after the view;
+# a live page hides it after a rendered view, and hides a failed widget output before it
+# (JupyterLab 4 output classes; the same approach as the dashboard's, jlprof.widgets.static).
+_CHILD = ".jp-OutputArea-child"
+STATIC_STYLE = (
+    "<style>"
+    f"{_CHILD}:has(.jlprof-diff) + {_CHILD}:has(.jlprof-diff-static), "
+    f"{_CHILD}:has(> .jp-OutputArea-output.jupyter-widgets):has(+ {_CHILD} .jlprof-diff-static)"
+    " {display:none}</style>"
+)
+
+
+def static_html(r: DiffResult, limit: int = 30) -> str:
+    """Verdict, evidence, iteration statistics and the changed ops as plain HTML, for viewers
+    without a kernel (the figures need one)."""
+    dist = r.distributions.T.map(lambda v: fmt_ns(float(v)))
+    dist.loc[STAT_COLUMNS["count"]] = [str(int(x)) for x in r.distributions[STAT_COLUMNS["count"]]]
+    dist.index = [str(i).replace(" (ns)", "") for i in dist.index]  # the cells carry units
+    return (
+        f"{STATIC_STYLE}<div class='jlprof-diff-static'>"
+        "<p style='font-size:11px;color:#666'>Static jlprof diff (no live kernel): run the cell "
+        "for the waterfall and the iteration timelines.</p>"
+        f"{header_html(r)}{dist.to_html(border=0, escape=True)}{ops_html(r, limit)}</div>"
+    )
+
+
 def diff_view(r: DiffResult, limit: int = 12) -> Any:
     """The view as an ipywidgets box (header, waterfall, timelines, changed ops)."""
     import ipywidgets as w
@@ -187,8 +213,17 @@ def display_diff(r: DiffResult) -> None:
             pass
         else:
             display(view)
+            display({"text/html": static_html(r)}, raw=True)
             return
     display({"text/plain": repr(r), "text/markdown": r.to_markdown()}, raw=True)
 
 
-__all__ = ["diff_view", "display_diff", "figures", "header_html", "timeline_data", "waterfall_data"]
+__all__ = [
+    "diff_view",
+    "display_diff",
+    "figures",
+    "header_html",
+    "static_html",
+    "timeline_data",
+    "waterfall_data",
+]
