@@ -82,9 +82,8 @@ def load_pair(
 def compare_args(pb: Any, pn: Any, a: Any) -> Any:
     """``Profile.compare`` with the per-side ranges and threshold of parsed options ``a``."""
     threshold = a.regression_threshold
-    fail = getattr(a, "fail_on_regression", None)
-    if threshold is None:
-        threshold = fail if fail is not None else None
+    if threshold is None:  # the gate's PCT is the threshold (the magic has no gate)
+        threshold = getattr(a, "fail_on_regression", None)
     kw = {} if threshold is None else {"threshold_pct": threshold}
     if threshold is not None and threshold <= 0:
         raise OptionError(f"the regression threshold is a percentage > 0, got {threshold}.")
@@ -141,11 +140,10 @@ def run(argv: list[str]) -> int:
 
 
 def _run(a: argparse.Namespace, say: Callable[..., None]) -> int:
-    from jlprof.options import OPTIONS as _O
     from jlprof.outputs import prepare_folder
     from jlprof.reports.writers import FORMATS, check_profile_name
 
-    name = a.profile_name or next(o.default for o in _O if o.name == "profile_name")
+    name = a.profile_name or next(o.default for o in OPTIONS if o.name == "profile_name")
     check_profile_name(name)
     formats = a.formats
     if formats is not None:
