@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jlprof",
         description="Deep-learning profiler for Nsight Systems traces (DLProf-compatible).",
         epilog="Examples:\n  jlprof --database=run.sqlite --key_node=optimizer_step --reports=all\n"
-        "  jlprof --reports=summary,kernel --formats=csv,json python train.py --epochs 1",
+        "  jlprof --reports=summary,kernel --formats=csv,json python train.py --epochs 1\n"
+        "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("-V", "--version", action="version", version=f"jlprof {__version__}")
@@ -207,6 +208,11 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["diff"]:  # sub-command: jlprof diff BASE NEW (docs/diff.md)
+        from jlprof.commands.diff import run as run_diff
+
+        return run_diff(words[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     say = _Say(args.verbosity)

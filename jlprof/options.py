@@ -18,7 +18,7 @@ from jlprof.engine.analysis import MODES
 from jlprof.reports import REPORTS
 
 VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
-CLI, MAGIC = "cli", "magic"
+CLI, MAGIC, DIFF = "cli", "magic", "diff"  # DIFF: the `jlprof diff` sub-command (docs/diff.md)
 _SAME = object()
 
 
@@ -50,6 +50,7 @@ class Option:
     magic_default: Any = _SAME
     magic_help: str | None = None
     cli_nargs: str | None = None  # the CLI's nargs where it takes several values
+    nargs: int | None = None  # values after the flag on every surface (e.g. --diff BASE NEW)
 
     def kwargs(self, surface: str) -> dict[str, Any]:
         """``add_argument`` keyword arguments for this surface."""
@@ -60,6 +61,8 @@ class Option:
         kw["help"] = (self.magic_help if surface == MAGIC else None) or self.help
         if surface == CLI and self.cli_nargs is not None:
             kw["nargs"] = self.cli_nargs
+        elif self.nargs is not None:
+            kw["nargs"] = self.nargs
         for key in ("type", "choices", "metavar"):
             if getattr(self, key) is not None:
                 kw[key] = getattr(self, key)
@@ -138,6 +141,36 @@ OPTIONS: tuple[Option, ...] = (
     Option("save_db", ("--save_db",), None, None,
            "save a jlprof database (.jlprof) for fast re-analysis", None, "output reports",
            surfaces=(CLI,), metavar="FILE"),
+    # the A/B diff (docs/diff.md): `jlprof diff BASE NEW` and `%dlprof --diff BASE NEW`
+    Option("diff", ("--diff",), None, None,
+           "compare two profiles, BASE then NEW (nsys exports, jlprof databases or run "
+           "folders): diff view, verdict, result bound to -o (docs/diff.md)", None, "diff",
+           surfaces=(MAGIC,), metavar=("BASE", "NEW"), nargs=2),
+    Option("base_iter_start", ("--base_iter_start",), int, None,
+           "diff: first iteration of BASE (default --iter_start)", None, "diff",
+           surfaces=(DIFF, MAGIC)),
+    Option("base_iter_stop", ("--base_iter_stop",), int, None,
+           "diff: last iteration of BASE (default --iter_stop)", None, "diff",
+           surfaces=(DIFF, MAGIC)),
+    Option("new_iter_start", ("--new_iter_start",), int, None,
+           "diff: first iteration of NEW (default --iter_start)", None, "diff",
+           surfaces=(DIFF, MAGIC)),
+    Option("new_iter_stop", ("--new_iter_stop",), int, None,
+           "diff: last iteration of NEW (default --iter_stop)", None, "diff",
+           surfaces=(DIFF, MAGIC)),
+    Option("regression_threshold", ("--regression_threshold",), float, None,
+           "diff: median iteration time change (%%) that counts as a regression or an "
+           "improvement (default 5, or --fail-on-regression's PCT)", None, "diff",
+           surfaces=(DIFF, MAGIC), metavar="PCT"),
+    Option("fail_on_regression", ("--fail-on-regression", "--fail_on_regression"), float, None,
+           "diff: exit status 1 when the verdict is 'regression likely' at PCT %% (3 when the "
+           "runs are not comparable)", None, "diff", surfaces=(DIFF,), metavar="PCT"),
+    Option("format", ("--format",), None, "text",
+           "diff: what to print: text, markdown (a pull-request comment) or json (the summary)",
+           None, "diff", surfaces=(DIFF,), choices=("text", "markdown", "json")),
+    Option("output_file", ("--output_file",), None, None,
+           "diff: write what --format prints to FILE instead of stdout", None, "diff",
+           surfaces=(DIFF,), metavar="FILE"),
 )  # fmt: skip
 
 

@@ -19,6 +19,25 @@ import pandas as pd
 from jlprof.engine.analysis import DEFAULT_KEY_NODES, MODES, Analysis, check_options
 from jlprof.errors import InputError
 from jlprof.reports import REPORTS, catalog
+from jlprof.reports.diff import THRESHOLD_PCT, DiffResult, compare
+
+
+class Comparison(DiffResult):
+    """:class:`~jlprof.reports.diff.DiffResult` plus its notebook view (docs/diff.md)."""
+
+    def view(self, **kwargs: Any) -> Any:
+        """The diff view: waterfall of the biggest op deltas, both iteration timelines."""
+        from jlprof.widgets.diff import diff_view
+
+        return diff_view(self, **kwargs)
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _ipython_display_(self) -> None:
+        from jlprof.widgets.diff import display_diff
+
+        display_diff(self)
 
 
 class Profile(Analysis):
@@ -52,6 +71,30 @@ class Profile(Analysis):
         from jlprof.engine.store import save_trace
 
         return save_trace(self.trace, path)
+
+    def compare(
+        self,
+        other: Profile,
+        *,
+        iter_start: int | None = None,
+        iter_stop: int | None = None,
+        other_iter_start: int | None = None,
+        other_iter_stop: int | None = None,
+        threshold_pct: float = THRESHOLD_PCT,
+    ) -> Comparison:
+        """Diff ``other`` (new) against this profile (base): per op, kernel and op type, both
+        iteration-time distributions and a CI verdict (docs/diff.md). Ranges default to each
+        profile's current one; times are per iteration when the iteration counts differ."""
+        if not isinstance(other, Analysis):
+            raise InputError(f"compare() takes another jlprof Profile, got {type(other).__name__}.")
+        r = compare(
+            self,
+            other,
+            base_range=(iter_start, iter_stop),
+            new_range=(other_iter_start, other_iter_stop),
+            threshold_pct=threshold_pct,
+        )
+        return Comparison(**vars(r))
 
     # ---- display -----------------------------------------------------------------------
     def headline(self) -> dict[str, Any]:
@@ -127,4 +170,12 @@ def load(
     )
 
 
-__all__ = ["DEFAULT_KEY_NODES", "MODES", "REPORTS", "Profile", "check_options", "load"]
+__all__ = [
+    "DEFAULT_KEY_NODES",
+    "MODES",
+    "REPORTS",
+    "Comparison",
+    "Profile",
+    "check_options",
+    "load",
+]

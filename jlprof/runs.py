@@ -86,6 +86,30 @@ def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
 
 
+def run_database(path: str | os.PathLike[str]) -> Path:
+    """``path`` itself, or for a run folder the database its manifest names (diff, re-analysis).
+
+    Raises :class:`~jlprof.errors.InputError` for a run folder whose capture left no database.
+    """
+    from jlprof.errors import InputError
+
+    path = Path(path)
+    if not (path.is_dir() and (path / MANIFEST).is_file()):
+        return path
+    try:
+        name = read_manifest(path).get("database")
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"{path / MANIFEST} cannot be read ({exc}); give the .sqlite inside."
+        ) from exc
+    if not name:
+        raise InputError(
+            f"run folder {path} has no database (its status: "
+            f"{read_manifest(path).get('status')}); give another run or an nsys export."
+        )
+    return path / name
+
+
 def list_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:
     """Run folders under ``root/jlprof_runs`` that have a manifest, oldest first."""
     base = Path(root if root is not None else Path.cwd()) / RUNS_DIR
@@ -104,5 +128,6 @@ __all__ = [
     "manifest",
     "new_run_folder",
     "read_manifest",
+    "run_database",
     "write_manifest",
 ]

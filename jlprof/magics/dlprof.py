@@ -21,6 +21,7 @@ from jlprof.distributed import several
 from jlprof.errors import JlprofError
 from jlprof.magics import options as opt
 from jlprof.magics import run
+from jlprof.magics.diff import run_diff
 from jlprof.magics.ranks import reanalyse_ranks
 from jlprof.options import magic_arguments_from_table
 
@@ -114,6 +115,7 @@ class DlprofMagics(Magics):
         %%dlprof [options]          profile the cell (captured)
         %%dlprof --setup            run the cell in the sidecar, not captured
         %dlprof --database=FILE     re-analyse an existing profile
+        %dlprof --diff BASE NEW     compare two profiles (diff view, verdict; docs/diff.md)
         %dlprof kernel status|restart|shutdown
         """
         try:
@@ -142,6 +144,11 @@ class DlprofMagics(Magics):
     def _dispatch(self, opts: opt.RunOptions, cell: str | None) -> None:
         if opts.kernel is not None:
             self._kernel(opts)
+        elif opts.diff is not None:
+            result = run_diff(opts)
+            self.shell.user_ns[opts.name] = result
+            if opts.says("minimal"):
+                display(result)
         elif opts.database is not None and several(str(opts.database)):
             ranks = reanalyse_ranks(opts)  # a job's ranks: a directory or a glob
             self.shell.user_ns[opts.name] = ranks

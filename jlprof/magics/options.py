@@ -60,6 +60,12 @@ class RunOptions:
     name: str = DEFAULT_NAME
     kernel: str | None = None
     nsys_opts_given: bool = False
+    diff: tuple[Path, Path] | None = None  # --diff BASE NEW (docs/diff.md)
+    base_iter_start: int | None = None
+    base_iter_stop: int | None = None
+    new_iter_start: int | None = None
+    new_iter_stop: int | None = None
+    regression_threshold: float | None = None
 
     def says(self, level: str) -> bool:
         """True when messages of ``level`` are shown at this verbosity."""
@@ -84,10 +90,15 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
                 f"{'|'.join(KERNEL_COMMANDS)}, or %dlprof --database=FILE [options]"
             )
         kernel = words[1]
-    elif not cell and not ns.database:
+    elif not cell and not ns.database and not ns.diff:
         raise JlprofError(
-            "%dlprof needs --database=FILE (re-analyse a profile) or 'kernel "
-            "status|restart|shutdown'; use %%dlprof around a cell to profile it"
+            "%dlprof needs --database=FILE (re-analyse a profile), --diff BASE NEW (compare "
+            "two) or 'kernel status|restart|shutdown'; use %%dlprof around a cell to profile it"
+        )
+    if ns.diff and (cell or ns.database):
+        raise JlprofError(
+            "--diff BASE NEW compares two existing profiles: use it on the line magic, "
+            "without --database (%dlprof --diff BASE NEW [options])"
         )
     if cell and ns.database:
         raise JlprofError(
@@ -124,6 +135,12 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         name=ns.name,
         kernel=kernel,
         nsys_opts_given=bool(ns.nsys_opts),
+        diff=(Path(ns.diff[0]).expanduser(), Path(ns.diff[1]).expanduser()) if ns.diff else None,
+        base_iter_start=ns.base_iter_start,
+        base_iter_stop=ns.base_iter_stop,
+        new_iter_start=ns.new_iter_start,
+        new_iter_stop=ns.new_iter_stop,
+        regression_threshold=ns.regression_threshold,
     )
 
 
