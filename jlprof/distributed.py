@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
 from jlprof.engine.ranks import RankAggregates, reduce_profile
 from jlprof.errors import InputError, JlprofError
 from jlprof.reports.ranks import RANK_REPORTS, analyse, write_rank_reports
@@ -113,7 +114,7 @@ class RankSet:
     paths: list[Path]
     aggregates: list[RankAggregates]
     options: dict[str, Any] = field(default_factory=dict)
-    profile_name: str = "jlprof"
+    profile_name: str = DEFAULT_PROFILE_NAME
 
     def __post_init__(self) -> None:
         self.tables = analyse(self.aggregates)
@@ -180,7 +181,7 @@ def load_ranks(
     reports: Sequence[str] = (),
     formats: Sequence[str] = ("csv",),
     force: bool = False,
-    profile_name: str = "jlprof",
+    profile_name: str = DEFAULT_PROFILE_NAME,
     progress: bool = True,
     **options: Any,
 ) -> RankSet:

@@ -53,9 +53,13 @@ def test_both_parse_the_same_values(words: list[str]) -> None:
     cli = vars(build_parser().parse_args([*words, "--database=x.sqlite"]))
     magic = vars(_magic_parser().parse_args([*words, "--database=x.sqlite"]))
     for o in OPTIONS:
-        if MAGIC in o.surfaces and o.name not in ("output_path", "database"):
+        if MAGIC in o.surfaces and o.name not in ("output_path", "database", "reports"):
             assert cli[o.name] == magic[o.name], o.name
     assert cli["output_path"] == "." and magic["output_path"] is None  # the magic: a run folder
+    if "--reports=all" in words:
+        assert cli["reports"] == magic["reports"] == ["all"]
+    else:  # DLProf writes no report unless asked (the CLI prints the summary); the magic one
+        assert cli["reports"] == [] and magic["reports"] == ["summary"]
     # the CLI takes one file per rank after one --database; the magic a directory or a glob
     assert cli["database"] == [magic["database"]] == ["x.sqlite"]
 

@@ -69,12 +69,12 @@ def _kernel_sums(db: Path) -> tuple[int, int]:
 
 
 def test_only_the_slowed_rank_is_a_straggler(local_run):
-    ranks = pd.read_csv(local_run / "jlprof_ranks.csv")
+    ranks = pd.read_csv(local_run / "dlprof_ranks.csv")
     assert ranks["Rank"].tolist() == list(range(N_RANKS))
     assert ranks.loc[ranks["Straggler"], "Rank"].tolist() == [STRAGGLER]
     # every key-node-delimited step of the straggler is flagged (the last interval is empty)
     assert ranks.loc[STRAGGLER, "Straggler Iterations"] == " ".join(map(str, range(STEPS)))
-    expert = pd.read_csv(local_run / "jlprof_ranks_expert_systems.csv")
+    expert = pd.read_csv(local_run / "dlprof_ranks_expert_systems.csv")
     strag = expert[expert["Detector"] == "Straggler Detector"]
     assert len(strag) == 1 and f"Rank {STRAGGLER} is a straggler" in strag["Problem"].iloc[0]
     ev = json.loads(strag["Evidence"].iloc[0])
@@ -84,8 +84,8 @@ def test_only_the_slowed_rank_is_a_straggler(local_run):
 
 
 def test_per_rank_figures_match_single_file_runs(job, local_run, tmp_path):
-    ranks = pd.read_csv(local_run / "jlprof_ranks.csv")
-    per_it = pd.read_csv(local_run / "jlprof_rank_iterations.csv")
+    ranks = pd.read_csv(local_run / "dlprof_ranks.csv")
+    per_it = pd.read_csv(local_run / "dlprof_rank_iterations.csv")
     for r, db in enumerate(sorted(job.glob("*.sqlite"))):
         row = ranks.loc[r]
         assert row["Database"] == str(db)
@@ -189,7 +189,7 @@ def test_real_scheduler_and_workers_write_the_same_files(job, local_run, dask_cl
     # --scheduler and the Python API: the same cross-rank table
     monkeypatch.delenv(SCHEDULER_ENV)
     ranks = jlprof.load_ranks(sorted(job.glob("*.sqlite")), scheduler=dask_cluster, progress=False)
-    local = pd.read_csv(local_run / "jlprof_ranks.csv", keep_default_na=False)
+    local = pd.read_csv(local_run / "dlprof_ranks.csv", keep_default_na=False)
     pd.testing.assert_frame_equal(ranks.report("ranks"), local)
 
 
@@ -317,7 +317,7 @@ def test_a_rank_the_trace_carries_wins(tmp_path, shared):
     assert ranks.path(1).name == "d.sqlite"
     for name, rank in carried.items():  # each rank<N>/ holds that rank's file's reports
         single = jlprof.load(tmp_path / f"{name}.sqlite").report("summary")
-        assert (out / f"rank{rank}" / "jlprof_summary.csv").read_text() == single.to_csv(
+        assert (out / f"rank{rank}" / "dlprof_summary.csv").read_text() == single.to_csv(
             index=False
         )
     rank_export(tmp_path / "e.sqlite", 4)  # carries no rank: a mix is refused

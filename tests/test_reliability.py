@@ -199,14 +199,14 @@ CASES = {
         drop("CUPTI_ACTIVITY_KIND_RUNTIME"),
         0,
         "no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME)",
-        present=("out/jlprof_kernel.csv",),
+        present=("out/dlprof_kernel.csv",),
         before_load=False,
     ),
     "no_kernel_table": Case(
         drop("CUPTI_ACTIVITY_KIND_KERNEL"),
         0,
         "no kernel table (CUPTI_ACTIVITY_KIND_KERNEL)",
-        present=("out/jlprof_kernel.csv",),
+        present=("out/dlprof_kernel.csv",),
         before_load=False,
     ),
 }
@@ -252,7 +252,7 @@ def test_profiled_program_failure_is_the_exit_status(tmp_path, export, monkeypat
     monkeypatch.setattr(jlprof.profiling, "profile_run", lambda *_a, **_k: (export, 3))
     rc = main([f"--output_path={tmp_path}", "-v", "quiet", "python", "fails.py"])
     assert rc == 3
-    assert (tmp_path / "jlprof_summary.csv").is_file()
+    assert (tmp_path / "dlprof_summary.csv").is_file()
 
 
 # ---- 2./3. whole files or none: injected and real write failures ---------------------------
@@ -263,7 +263,7 @@ def test_write_error_midway_leaves_no_file(tmp_path, export, reference, monkeypa
     real = pd.DataFrame.to_json
 
     def full_disk(self, path=None, *a, **k):
-        if path is not None and "jlprof_iteration" in str(path):
+        if path is not None and "dlprof_iteration" in str(path):
             Path(path).write_text('[{"Iteration": 0, ')
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(self, path, *a, **k)
@@ -272,9 +272,9 @@ def test_write_error_midway_leaves_no_file(tmp_path, export, reference, monkeypa
     rc = main(cli_args(export, tmp_path / "out"))
     assert rc == 2
     line = error_line(capsys.readouterr().err)
-    assert "jlprof_iteration.json: no space left on the device" in line
+    assert "dlprof_iteration.json: no space left on the device" in line
     assert "free some space or choose another --output_path" in line
-    assert not (tmp_path / "out" / "jlprof_iteration.json").exists()
+    assert not (tmp_path / "out" / "dlprof_iteration.json").exists()
     same_as_reference(tmp_path / "out", reference)
     no_partials(tmp_path)
 
@@ -364,7 +364,7 @@ def test_interrupted_write_leaves_no_file(sig, tmp_path, export, reference, caps
     proc = start_slow(export, out)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert not (out / "jlprof_kernel.csv").exists()
+    assert not (out / "dlprof_kernel.csv").exists()
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
         assert list(out.glob(f".*{outputs.PARTIAL}"))  # the killed writer's temporary file

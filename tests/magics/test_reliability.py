@@ -30,7 +30,7 @@ def test_odd_file_name(shell, export) -> None:
     assert "Traceback" not in out.stderr, out.stderr
     want = jlprof.load(export).report("kernel")
     pd.testing.assert_frame_equal(shell.ns["odd"].report("kernel"), want)
-    assert len(pd.read_csv(shell.cwd / "odd" / "jlprof_kernel.csv")) == len(want)
+    assert len(pd.read_csv(shell.cwd / "odd" / "dlprof_kernel.csv")) == len(want)
 
 
 @pytest.mark.parametrize(
