@@ -30,6 +30,7 @@ import jlprof
 from jlprof import outputs
 from jlprof.cli import main
 from jlprof.errors import InputError, JlprofError, OptionError, OutputError
+from jlprof.options import DEFAULT_PROFILE_NAME
 from tests.fixtures.scenarios import cpu_only_db, rich_db
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +73,9 @@ def cli_args(db: Path, out: Path, *more: str) -> list[str]:
 
 def same_as_reference(out: Path, reference: Path) -> list[str]:
     """The final-name report files in ``out``; each must equal the reference byte for byte."""
-    names = sorted(p.name for p in out.glob("jlprof_*"))
+    names = sorted(
+        p.name for p in out.glob(f"{DEFAULT_PROFILE_NAME}_*") if not p.name.endswith("_dldb.sqlite")
+    )
     for name in names:
         assert sha(out / name) == sha(reference / name), name
     return names
@@ -174,7 +177,6 @@ CASES = {
         absent=("escape_summary.csv", "../escape_summary.csv", "out"),
     ),
     "profile_name_empty": Case(args("--profile_name="), 2, "--profile_name is empty"),
-    "reports_empty": Case(args("--reports="), 2, "--reports is empty; choose from"),
     "formats_empty": Case(args("--formats="), 2, "--formats is empty; choose csv"),
     "format_unknown_before_load": Case(
         lambda d, _db: [
@@ -250,7 +252,9 @@ def test_profiled_program_failure_is_the_exit_status(tmp_path, export, monkeypat
     import jlprof.profiling
 
     monkeypatch.setattr(jlprof.profiling, "profile_run", lambda *_a, **_k: (export, 3))
-    rc = main([f"--output_path={tmp_path}", "-v", "quiet", "python", "fails.py"])
+    rc = main(
+        [f"--output_path={tmp_path}", "-v", "quiet", "--reports=summary", "python", "fails.py"]
+    )
     assert rc == 3
     assert (tmp_path / "dlprof_summary.csv").is_file()
 

@@ -91,7 +91,7 @@ class Analysis:
         self.domains = domains
         say("correlating GPU work, API calls and NVTX ranges")
         with heavy_stage():  # correlation and the first cube reuse each other's memory
-            self.correlated: Correlated = correlate(trace, domains)
+            self.correlated: Correlated = correlate(trace, domains, mode)
             if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
                 self.mode = "pytorch"
             self.metrics: InstanceMetrics = instance_metrics(self.correlated)

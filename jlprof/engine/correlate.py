@@ -217,8 +217,11 @@ def _pick(values: np.ndarray, idx: np.ndarray, fill) -> np.ndarray:
     return out
 
 
-def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
-    """Tie GPU work to API calls to NVTX ranges; see the module docstring for the result."""
+def correlate(
+    trace: Trace, domains: list[str] | None = None, mode: str | None = None
+) -> Correlated:
+    """Tie GPU work to API calls to NVTX ranges; see the module docstring for the result.
+    ``mode`` (``tensorrt``, ``tensorflow1/2``) picks how range texts name ops (``ops``)."""
     nv = trace.nvtx
     if domains:
         keep = nv["domain"].astype(str).isin(domains).to_numpy()
@@ -235,7 +238,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
 
     # ---- range texts, parsed once each; emit_nvtx chains work for their outermost range
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
-    parsed = parse_texts(list(text_cats))
+    parsed = parse_texts(list(text_cats), mode)
     text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
     is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
     r_top = tops(is_call[text_code], r_parent)

@@ -95,8 +95,8 @@ def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
     import sqlite3
 
     path = Path(path)
-    entries = _entries(trace)
     with written(path, flag) as tmp:
+        entries = _entries(trace)  # inside: a failure here is an OutputError naming the file
         if path.suffix == ".sqlite":
             conn = sqlite3.connect(tmp)
             try:
