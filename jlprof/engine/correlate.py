@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals, schema
+from jlprof.engine.framework_names import TENSORFLOW
 from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
 from jlprof.engine.torch_ops import label_names, range_labels, tops
@@ -288,7 +289,8 @@ def correlate(
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
     op_abs = np.full(len(ops), "", dtype=object)
-    op_abs[lab_code] = [abs_path(str(name)) for name in named]
+    scoped = mode in TENSORFLOW  # TF op names are scopes: model/dense/MatMul
+    op_abs[lab_code] = [abs_path(str(name), scoped) for name in named]
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
     cpu_ns = np.concatenate(

@@ -110,7 +110,7 @@ def parse_tensorrt(text: str) -> Parsed:
     return Parsed(text, " || ".join(_unique(branches)) or text)
 
 
-def _scope_path(name: str) -> str:
+def scope_path(name: str) -> str:
     parts = [p for p in name.split("/") if p]
     return "/" + "/".join(parts) if len(parts) > 1 else ""
 
@@ -138,16 +138,16 @@ def parse_tensorflow(text: str) -> Parsed | None:
         return Parsed(
             name,
             op,
-            _scope_path(name),
+            scope_path(name),
             str(dtype) if isinstance(dtype, str) else "",
             json.dumps(shapes, separators=(",", ":")) if shapes else "",
         )
     m = _TF_BASIC.match(text)
     if m and " " not in m.group("name"):
         name = m.group("name")
-        return Parsed(name, m.group("op"), _scope_path(name))
+        return Parsed(name, m.group("op"), scope_path(name))
     if "/" in text and " " not in text and not text.startswith("/"):
-        return Parsed(text, _tf_type(text), _scope_path(text))
+        return Parsed(text, _tf_type(text), scope_path(text))
     return None
 
 

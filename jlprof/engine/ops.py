@@ -124,10 +124,13 @@ def _parse_one(
     return (name, op_type, direction, path, *extra)
 
 
-def abs_path(name: str) -> str:
-    """The hierarchy path of a ``/``-scoped name ('' for a relative one)."""
+def abs_path(name: str, scoped: bool = False) -> str:
+    """The hierarchy path of a ``/``-scoped name ('' for a relative one). ``scoped``: names
+    are scopes without the leading ``/`` (TensorFlow's ``model/dense/MatMul``)."""
     if name.startswith("/") and len(name) > 1:
         return "/" + "/".join(p for p in name.split("/") if p)
+    if scoped and "/" in name and " " not in name:
+        return framework_names.scope_path(name)
     return ""
 
 
