@@ -200,6 +200,9 @@ def _write_dldb(prof, source: Path, target: Path, args: argparse.Namespace, say:
     trace for fast re-analysis with ``--database`` (jlprof's content, see engine/store.py)."""
     if target.exists() and target.resolve() == source.resolve():
         return  # re-analysing the database itself
+    if prof.mode == "simple" and prof.mode_given:  # §3.1: no viewer files in simple mode
+        say(f"not writing {target.name}: simple mode creates no DLProf database", "detailed")
+        return
     if target.exists() and not args.force:
         say(f"kept the existing {target}; use -f true to overwrite", "detailed")
         return

@@ -36,7 +36,8 @@ def run(tmp_path_factory) -> Path:
 def test_raw_files_kept_and_reports_written(run):
     names = {p.name for p in run.iterdir()}
     assert {"nsys_profile.nsys-rep", "nsys_profile.sqlite", "dlprof_summary.json"} <= names
-    assert len([n for n in names if n.startswith("jlprof_")]) == 16
+    assert "dlprof_dldb.sqlite" in names  # DLProf's database (guide §4.3)
+    assert len([n for n in names if n.startswith("dlprof_") and n != "dlprof_dldb.sqlite"]) == 16
 
 
 def test_iterations_and_ops_from_the_real_profile(run):
@@ -66,7 +67,8 @@ def test_a_failing_program_fails_jlprof_too(tmp_path):
         pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
     proc = subprocess.run(
         [sys.executable, "-m", "jlprof", f"--output_path={tmp_path}", "-v", "minimal",
-         sys.executable, "-c", "import sys, time; time.sleep(1); print('bye'); sys.exit(3)"],
+         "--reports=summary", sys.executable, "-c",
+         "import sys, time; time.sleep(1); print('bye'); sys.exit(3)"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 3, proc.stderr[-2000:]
