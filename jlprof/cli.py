@@ -180,7 +180,9 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
         target = out / f"{prof.profile_name}_model_data.json"
         if args.force or not target.exists():
             say(f"wrote {_dump_model_data(prof, target)}")
-    _write_dldb(prof, db, out / f"{prof.profile_name.replace(' ', '_')}_dldb.sqlite", args, say)
+    if args.dldb:
+        dldb = out / f"{prof.profile_name.replace(' ', '_')}_dldb.sqlite"
+        _write_dldb(prof, db, dldb, args, say)
     if args.save_db:
         say(f"saved jlprof database {prof.save(args.save_db)}")
     if say.rank >= VERBOSITY.index("normal"):

@@ -194,6 +194,10 @@ OPTIONS: tuple[Option, ...] = (
            "Dask scheduler for several databases, e.g. tcp://host:8786 (default "
            "$JLPROF_SCHEDULER, else a local cluster); workers read the files themselves", None,
            OWN, metavar="ADDRESS"),
+    Option("dldb", ("--dldb",), parse_bool, True,
+           "write DLProf's database <profile_name>_dldb.sqlite in --output_path (guide §4.3; "
+           "jlprof's saved trace, for --database); false saves its time and disk (about 2 s and "
+           "200 MB at 1M kernels)", None, OWN, surfaces=(CLI,), metavar=_BOOL),
     Option("save_db", ("--save_db",), None, None,
            "also save a jlprof database (.jlprof zip or .sqlite) at this path", None, OWN,
            surfaces=(CLI,), metavar="FILE"),

@@ -208,3 +208,11 @@ def _fake_nsys():
     from jlprof.nsys import locate
 
     return locate.NsysInfo(Path("/opt/nsys/bin/nsys"), (2022, 4, 2, 1), "2022.4.2.1")
+
+
+def test_no_dldb_when_asked(tmp_path, monkeypatch, export) -> None:
+    """``--dldb=false`` (jlprof's own): the reports only, e.g. for a quick re-aggregation."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(export, tmp_path / "nsys_profile.sqlite")
+    assert main([DB, "--reports=kernel", "--dldb=false", "-v", "quiet"]) == 0
+    assert _files(tmp_path) == {"nsys_profile.sqlite", "dlprof_kernel.csv"}
