@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -65,8 +66,9 @@ def is_jlprof_db(path: Path) -> bool:
         return False
 
 
-def _entries(trace: Trace) -> dict[str, bytes]:
-    """The database's entries: ``manifest.json`` and one ``<frame>.arrow`` per frame."""
+def _entries(trace: Trace) -> Iterator[tuple[str, bytes | memoryview]]:
+    """The database's entries: ``manifest.json`` and one ``<frame>.arrow`` per frame, made one
+    at a time so only one frame's bytes are in memory."""
     import pyarrow as pa
     import pyarrow.feather as feather
 
@@ -77,16 +79,14 @@ def _entries(trace: Trace) -> dict[str, bytes]:
         "source": str(trace.source or ""),
         "warnings": trace.warnings,
     }
-    out = {"manifest.json": json.dumps(manifest).encode()}
+    yield "manifest.json", json.dumps(manifest).encode()
     for name in FRAMES:
         buf = io.BytesIO()
-        feather.write_feather(
-            pa.Table.from_pandas(getattr(trace, name), preserve_index=False),
-            buf,
-            compression="uncompressed",
-        )
-        out[f"{name}.arrow"] = buf.getvalue()
-    return out
+        table = pa.Table.from_pandas(getattr(trace, name), preserve_index=False)
+        feather.write_feather(table, buf, compression="uncompressed")
+        del table
+        with buf.getbuffer() as view:  # no copy of the frame's bytes
+            yield f"{name}.arrow", view
 
 
 def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
@@ -101,13 +101,14 @@ def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
             conn = sqlite3.connect(tmp)
             try:
                 conn.execute(f"CREATE TABLE {DLDB_TABLE} (name TEXT PRIMARY KEY, data BLOB)")
-                conn.executemany(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", entries.items())
+                for entry in entries:
+                    conn.execute(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", entry)
                 conn.commit()
             finally:
                 conn.close()
         else:
             with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
-                for name, data in entries.items():
+                for name, data in entries:
                     z.writestr(name, data)
     return path
 
