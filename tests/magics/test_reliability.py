@@ -37,7 +37,7 @@ def test_odd_file_name(shell, export) -> None:
     ("option", "message"),
     [
         ("--profile_name=../../escape", "--profile_name '../../escape' is not a plain file name"),
-        ("--reports=", "--reports is empty"),
+        ("--reports=bogus", "unknown report 'bogus'"),
         ("--formats=", "--formats is empty"),
         ("--formats=xml", "unknown format 'xml'"),
     ],
