@@ -24,7 +24,7 @@ from pathlib import Path
 
 from jlprof.distributed import several
 from jlprof.errors import JlprofError, OptionError
-from jlprof.options import VERBOSITY, add_cli_options, notes, split_argv
+from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import prepare_folder, written
 from jlprof.reports.writers import available, check_outputs, report_path
 from jlprof.version import __version__
@@ -59,11 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, set[str]]:
     """DLProf's command line: the namespace and the options the user gave."""
-    parser = build_parser()
-    split = split_argv(sys.argv[1:] if argv is None else argv, parser)
-    args = parser.parse_args(split.options)
-    args.command = split.command
-    return args, split.given
+    return parse_words(build_parser(), sys.argv[1:] if argv is None else argv)
 
 
 class _Say:

@@ -29,6 +29,7 @@ from jlprof.reports.writers import FORMATS
 
 VERBOSITY = ("quiet", "minimal", "normal", "detailed", "diagnostic")
 CLI, MAGIC = "cli", "magic"
+MODE_ALIASES = {"trtexec": "tensorrt"}  # guide §3.4 spells TensorRT's mode --mode=trtexec
 DEFAULT_PROFILE_NAME = "dlprof"  # guide §10.1.3: dlprof_summary.csv, ...
 _SAME = object()
 
@@ -121,7 +122,7 @@ OPTIONS: tuple[Option, ...] = (
            "jlprof.torch; tensorflow1/tensorflow2 read TF scopes and XLA clusters; tensorrt "
            "reads TensorRT layer names (default: pytorch when the trace holds PyTorch markers, "
            "else simple's analysis with every report)", "--mode", GENERIC,
-           choices=MODES,
+           choices=(*MODES, *MODE_ALIASES),
            magic_help="framework; pytorch also annotates PyTorch ops in the sidecar "
            "(jlprof.torch); default: pytorch when the trace holds PyTorch markers"),
     Option("database", ("--database", "--nsys_database"), None, None,
@@ -231,6 +232,19 @@ def magic_arguments_from_table(func: Callable) -> Callable:
     for o in reversed(options_for(MAGIC)):
         func = argument(*o.flags, **o.kwargs(MAGIC))(func)
     return func
+
+
+def parse_words(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> tuple[argparse.Namespace, set[str]]:
+    """Parse ``argv`` with DLProf's grammar (:func:`split_argv`) on either surface's parser:
+    the namespace (``command``: the program, or the magic's verb) and the options given."""
+    split = split_argv(argv, parser)
+    ns = parser.parse_args(split.options)
+    ns.command = split.command
+    if getattr(ns, "mode", None) in MODE_ALIASES:
+        ns.mode = MODE_ALIASES[ns.mode]
+    return ns, split.given
 
 
 @dataclass
@@ -355,5 +369,6 @@ __all__ = [
     "options_for",
     "parse_bool",
     "parse_list",
+    "parse_words",
     "split_argv",
 ]

@@ -128,6 +128,7 @@ def test_defaults_are_dlprofs() -> None:
         (["--database", "a.sqlite", "b.sqlite", "--key_node", "step"],
          {"database": ["a.sqlite", "b.sqlite"], "key_node": "step"}, []),
         (["--key_node=step", "--", "--weird-program"], {"key_node": "step"}, ["--weird-program"]),
+        (["--mode=trtexec", "t.py"], {"mode": "tensorrt"}, ["t.py"]),  # §3.4's spelling
     ],
 )  # fmt: skip
 def test_cli_grammar(argv, want, command) -> None:

@@ -22,7 +22,7 @@ from jlprof.errors import JlprofError
 from jlprof.magics import options as opt
 from jlprof.magics import run
 from jlprof.magics.ranks import reanalyse_ranks
-from jlprof.options import MAGIC, magic_arguments_from_table, notes, split_argv
+from jlprof.options import MAGIC, magic_arguments_from_table, notes, parse_words
 
 
 def forward(msg: dict[str, Any]) -> None:
@@ -57,10 +57,7 @@ def parse_line(magic: Any, line: str) -> Any:
         words = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"cannot split the options: {exc} (check the quotes)") from None
-    split = split_argv(words, magic.parser)
-    ns = magic.parser.parse_args(split.options)
-    ns.command = split.command
-    ns.given_options = split.given
+    ns, ns.given_options = parse_words(magic.parser, words)
     return ns
 
 
