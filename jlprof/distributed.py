@@ -32,19 +32,26 @@ from jlprof.reports.ranks import RANK_REPORTS, analyse, write_rank_reports
 
 SCHEDULER_ENV = "JLPROF_SCHEDULER"
 SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".jlprof")
+DLDB_SUFFIX = "_dldb.sqlite"
 _GLOB = set("*?[")
 
 
 def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
     """The ranks' files in rank order: a list as given; a directory's or a glob's profiles
-    sorted by name (a ``.sqlite`` beside a same-named ``.nsys-rep`` wins: it is its export)."""
+    sorted by name (a ``.sqlite`` beside a same-named ``.nsys-rep`` wins: it is its export).
+    A directory's or a glob's ``*_dldb.sqlite`` (the database a single-file run writes beside
+    its export, guide §4.3) is not another rank."""
     items = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     out: list[Path] = []
     for item in items:
         s = os.fspath(item)
         if Path(s).is_dir():
             found = sorted(
-                (p for p in Path(s).iterdir() if p.suffix in SUFFIXES and p.is_file()),
+                (
+                    p
+                    for p in Path(s).iterdir()
+                    if p.suffix in SUFFIXES and p.is_file() and not p.name.endswith(DLDB_SUFFIX)
+                ),
                 key=_natural,
             )
             if not found:
@@ -54,7 +61,9 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
                 )
             out += _prefer_sqlite(found)
         elif _GLOB & set(s):
-            found = sorted((Path(p) for p in glob.glob(s)), key=_natural)
+            found = sorted(
+                (Path(p) for p in glob.glob(s) if not p.endswith(DLDB_SUFFIX)), key=_natural
+            )
             if not found:
                 raise InputError(f"{s}: the pattern matches no file; check the path.")
             out += _prefer_sqlite(found)

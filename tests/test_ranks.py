@@ -200,10 +200,12 @@ def test_real_scheduler_and_workers_write_the_same_files(job, local_run, dask_cl
 
 
 def test_rank_order_rule(tmp_path):
-    for name in ("b.sqlite", "a.sqlite", "a.nsys-rep", "c.nsys-rep", "notes.txt"):
+    for name in ("b.sqlite", "a.sqlite", "a.nsys-rep", "c.nsys-rep", "notes.txt",
+                 "dlprof_dldb.sqlite"):  # fmt: skip
         (tmp_path / name).write_bytes(b"")
     got = [p.name for p in rank_paths(tmp_path)]
-    assert got == ["a.sqlite", "b.sqlite", "c.nsys-rep"]  # sorted; a.sqlite is a.nsys-rep's export
+    # sorted; a.sqlite is a.nsys-rep's export; a single-file run's DLProf database is no rank
+    assert got == ["a.sqlite", "b.sqlite", "c.nsys-rep"]
     assert [p.name for p in rank_paths(str(tmp_path / "*.sqlite"))] == ["a.sqlite", "b.sqlite"]
     for name in ("r10.sqlite", "r2.sqlite", "r1.sqlite"):
         (tmp_path / name).write_bytes(b"")
