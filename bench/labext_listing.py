@@ -23,7 +23,7 @@ def build(root: Path, runs: int, files: int) -> None:
         folder = root / f"proj{i % 20}" / "jlprof_runs" / f"run{i:06d}"
         folder.mkdir(parents=True)
         (folder / "nsys_profile.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 84)
-        (folder / "jlprof_summary.json").write_text("{}")
+        (folder / "dlprof_summary.json").write_text("{}")
         (folder / "jlprof_run.json").write_text(
             json.dumps(
                 {"format": "jlprof-run/1", "iterations": i, "database": "nsys_profile.sqlite"}

@@ -5,6 +5,8 @@ Two forms, as DLProf had::
     jlprof [options] --database=FILE            # analyse an existing profile
     jlprof [options] python train.py [args...]  # profile under nsys, then analyse
 
+DLProf's grammar (``--opt value``, lists ended with ``--``) is :func:`jlprof.options.split_argv`.
+
 Errors are one line on stderr naming the problem and the fix, exit status 2;
 ``-v diagnostic`` adds the traceback.
 """
@@ -22,29 +24,43 @@ from pathlib import Path
 
 from jlprof.distributed import several
 from jlprof.errors import JlprofError, OptionError
-from jlprof.options import VERBOSITY, add_cli_options
+from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import prepare_folder, written
-from jlprof.reports.writers import check_outputs, report_path
+from jlprof.reports.writers import available, check_outputs, report_path
 from jlprof.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jlprof",
-        description="Deep-learning profiler for Nsight Systems traces (DLProf-compatible).",
+        usage="jlprof [optional switch_options] [application] [optional application_options]\n"
+        "       jlprof [optional switch_options] --database=dlprof_dldb.sqlite",
+        description="Deep-learning profiler for Nsight Systems traces (DLProf-compatible: "
+        "'--opt=value' or '--opt value'; lists by commas, or by spaces ended with '--').",
         epilog="Examples:\n  jlprof --database=run.sqlite --key_node=optimizer_step --reports=all\n"
-        "  jlprof --reports=summary,kernel --formats=csv,json python train.py --epochs 1\n"
+        "  jlprof --reports iteration tensor node_op -- python train.py --epochs 1\n"
         "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+        allow_abbrev=False,
     )
-    p.add_argument("-V", "--version", action="version", version=f"jlprof {__version__}")
+    g = p.add_argument_group("CLI Global Options (guide 15.1.1)")
+    g.add_argument("-h", "--help", action="help", help="show this help message and exit")
+    g.add_argument("-V", "--version", action="version", version=f"jlprof {__version__}",
+                   help="show the jlprof version and exit")  # fmt: skip
     add_cli_options(p)
     p.add_argument(
         "command",
-        nargs=argparse.REMAINDER,
-        help="the program to profile (when --database is not given)",
+        nargs="*",
+        metavar="application",
+        help="the program to profile and its arguments (when --database is not given)",
     )
     return p
+
+
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, set[str]]:
+    """DLProf's command line: the namespace and the options the user gave."""
+    return parse_words(build_parser(), sys.argv[1:] if argv is None else argv)
 
 
 class _Say:
@@ -76,9 +92,11 @@ def _dump_model_data(prof, path: Path) -> Path:
     return path
 
 
-def run(args: argparse.Namespace, say: _Say) -> int:
+def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> int:
     from jlprof.profile import load
 
+    for note in notes(args, given or set(), "cli"):
+        say(note, "minimal")
     # every option and output folder is checked before the (long) load or profiling run
     reports, formats = check_outputs(args.reports, args.formats, args.profile_name)
     out = prepare_folder(args.output_path)
@@ -104,6 +122,7 @@ def run(args: argparse.Namespace, say: _Say) -> int:
             force=args.force,
             say=say,
             mode=args.mode,
+            profile_range=args.nsys_profile_range,
         )
     else:
         raise JlprofError(
@@ -136,6 +155,10 @@ def run(args: argparse.Namespace, say: _Say) -> int:
             f"Candidates for --key_node: {cands}",
             "minimal",
         )
+    reports, dropped = available(prof, reports)
+    if dropped:
+        say(f"note: not written: {', '.join(dropped)}; the only report of simple mode is "
+            "'kernel' (guide §15.1.4)", "minimal")  # fmt: skip
     written_paths = prof.write_reports(out, reports, formats, force=args.force)
     kept = [
         report_path(out, prof.profile_name, r, f)
@@ -154,6 +177,9 @@ def run(args: argparse.Namespace, say: _Say) -> int:
         target = out / f"{prof.profile_name}_model_data.json"
         if args.force or not target.exists():
             say(f"wrote {_dump_model_data(prof, target)}")
+    if args.dldb:
+        dldb = out / f"{prof.profile_name.replace(' ', '_')}_dldb.sqlite"
+        _write_dldb(prof, db, dldb, args, say)
     if args.save_db:
         say(f"saved jlprof database {prof.save(args.save_db)}")
     if say.rank >= VERBOSITY.index("normal"):
@@ -166,6 +192,22 @@ def run(args: argparse.Namespace, say: _Say) -> int:
     if status:
         say(f"exit status {status}: the profiled program's, passed on as nsys does", "minimal")
     return status
+
+
+def _write_dldb(prof, source: Path, target: Path, args: argparse.Namespace, say: _Say) -> None:
+    """DLProf's database, ``<profile_name>_dldb.sqlite`` (guide §2.3, §4.3), every run: the
+    trace for fast re-analysis with ``--database`` (jlprof's content, see engine/store.py)."""
+    if target.exists() and target.resolve() == source.resolve():
+        return  # re-analysing the database itself
+    if prof.mode == "simple" and prof.mode_given:  # §3.1: no viewer files in simple mode
+        say(f"not writing {target.name}: simple mode creates no DLProf database", "detailed")
+        return
+    if target.exists() and not args.force:
+        say(f"kept the existing {target}; use -f true to overwrite", "detailed")
+        return
+    from jlprof.engine.store import save_trace
+
+    say(f"wrote {save_trace(prof.trace, target, '--output_path')}")
 
 
 def _run_ranks(args, say: _Say, reports: list[str], formats: list[str], out: Path) -> int:
@@ -213,13 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         from jlprof.commands.diff import run as run_diff
 
         return run_diff(words[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args, given = parse(argv)
     say = _Say(args.verbosity)
     main_thread = threading.current_thread() is threading.main_thread()
     old_term = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        return run(args, say)
+        return run(args, say, given)
     except JlprofError as exc:
         return _fail(args, str(exc), 2)
     except OSError as exc:  # a file-system error no stage turned into a JlprofError

@@ -25,25 +25,33 @@ from typing import Any
 
 import pandas as pd
 
+from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
 from jlprof.engine.ranks import RankAggregates, reduce_profile
 from jlprof.errors import InputError, JlprofError
 from jlprof.reports.ranks import RANK_REPORTS, analyse, write_rank_reports
 
 SCHEDULER_ENV = "JLPROF_SCHEDULER"
 SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".jlprof")
+DLDB_SUFFIX = "_dldb.sqlite"
 _GLOB = set("*?[")
 
 
 def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Path]:
     """The ranks' files in rank order: a list as given; a directory's or a glob's profiles
-    sorted by name (a ``.sqlite`` beside a same-named ``.nsys-rep`` wins: it is its export)."""
+    sorted by name (a ``.sqlite`` beside a same-named ``.nsys-rep`` wins: it is its export).
+    A directory's or a glob's ``*_dldb.sqlite`` (the database a single-file run writes beside
+    its export, guide §4.3) is not another rank."""
     items = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     out: list[Path] = []
     for item in items:
         s = os.fspath(item)
         if Path(s).is_dir():
             found = sorted(
-                (p for p in Path(s).iterdir() if p.suffix in SUFFIXES and p.is_file()),
+                (
+                    p
+                    for p in Path(s).iterdir()
+                    if p.suffix in SUFFIXES and p.is_file() and not p.name.endswith(DLDB_SUFFIX)
+                ),
                 key=_natural,
             )
             if not found:
@@ -53,7 +61,9 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
                 )
             out += _prefer_sqlite(found)
         elif _GLOB & set(s):
-            found = sorted((Path(p) for p in glob.glob(s)), key=_natural)
+            found = sorted(
+                (Path(p) for p in glob.glob(s) if not p.endswith(DLDB_SUFFIX)), key=_natural
+            )
             if not found:
                 raise InputError(f"{s}: the pattern matches no file; check the path.")
             out += _prefer_sqlite(found)
@@ -113,7 +123,7 @@ class RankSet:
     paths: list[Path]
     aggregates: list[RankAggregates]
     options: dict[str, Any] = field(default_factory=dict)
-    profile_name: str = "jlprof"
+    profile_name: str = DEFAULT_PROFILE_NAME
 
     def __post_init__(self) -> None:
         self.tables = analyse(self.aggregates)
@@ -180,7 +190,7 @@ def load_ranks(
     reports: Sequence[str] = (),
     formats: Sequence[str] = ("csv",),
     force: bool = False,
-    profile_name: str = "jlprof",
+    profile_name: str = DEFAULT_PROFILE_NAME,
     progress: bool = True,
     **options: Any,
 ) -> RankSet:

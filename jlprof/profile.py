@@ -16,7 +16,13 @@ from typing import Any
 
 import pandas as pd
 
-from jlprof.engine.analysis import DEFAULT_KEY_NODES, MODES, Analysis, check_options
+from jlprof.engine.analysis import (
+    DEFAULT_KEY_NODES,
+    DEFAULT_PROFILE_NAME,
+    MODES,
+    Analysis,
+    check_options,
+)
 from jlprof.errors import InputError
 from jlprof.reports import REPORTS, catalog
 from jlprof.reports.diff import THRESHOLD_PCT, DiffResult, compare
@@ -137,7 +143,7 @@ def load(
     iter_stop: int | None = None,
     domains: list[str] | None = None,
     mode: str | None = None,
-    profile_name: str = "jlprof",
+    profile_name: str = DEFAULT_PROFILE_NAME,
     progress: Callable[[str], None] | None = None,
     use_connectorx: bool | None = None,
 ) -> Profile:

@@ -32,12 +32,15 @@ def profile_run(
     say: Callable[..., None] | None = None,
     mode: str | None = None,
     env: Mapping[str, str] | None = None,
+    profile_range: bool = False,
 ) -> tuple[Path, int]:
     """:func:`profile_command`, also returning the profiled program's exit status (the CLI
     passes a failure on, as nsys does).
 
     In ``pytorch`` mode the program runs with ``jlprof.torch`` enabled once it imports torch
     (see ``jlprof.torch.autoenable``), as DLProf's mode needed ``nvidia_dlprof_pytorch_nvtx``.
+    ``profile_range`` (DLProf's ``--nsys_profile_range=true``, guide §4.6): collect only between
+    the program's ``cudaProfilerStart``/``Stop`` (``torch.cuda.profiler.start()``/``stop()``).
     """
     from jlprof import nsys
 
@@ -50,6 +53,7 @@ def profile_run(
         duration=duration,
         force=force,
         nsys_opts=nsys_opts,
+        capture_range="cudaProfilerApi" if profile_range else None,
     )
     extra = dict(env or {})
     if mode == "pytorch":

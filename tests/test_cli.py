@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 
 from jlprof.cli import main
+from jlprof.options import DEFAULT_PROFILE_NAME
 from jlprof.profile import REPORTS
+from jlprof.reports.writers import report_path
 from tests.fixtures.loops import small_training_export
 
 
@@ -29,13 +31,16 @@ def test_all_reports_in_both_formats(export, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(f"jlprof_{r}.{e}" for r in REPORTS for e in ("csv", "json"))
-    summary = json.loads((out / "jlprof_summary.json").read_text())
+    want = [
+        report_path(out, DEFAULT_PROFILE_NAME, r, e).name for r in REPORTS for e in ("csv", "json")
+    ]
+    assert names == sorted([*want, f"{DEFAULT_PROFILE_NAME}_dldb.sqlite"])
+    summary = json.loads((out / "dlprof_summary.json").read_text())
     assert summary["Iterations"]["Total Iterations"] == 6
-    kern = pd.read_csv(out / "jlprof_kernel.csv")
+    kern = pd.read_csv(out / "dlprof_kernel.csv")
     conv = kern[kern["Kernel Name"].str.contains("h884")]
     assert conv["Uses TC"].all() and conv["Total GPU Time (ns)"].sum() == 5 * 50_000
-    det = json.loads((out / "jlprof_detail.json").read_text())
+    det = json.loads((out / "dlprof_detailed.json").read_text())
     assert {"Op ID", "Op Name", "No. Calls", "Total GPU Time (ns)"} <= set(det[0])
     assert "key node 'optimizer_step': 6 iterations" in proc.stderr
 
@@ -58,15 +63,15 @@ def test_iteration_range_and_dump_and_save_db(export, tmp_path, capsys):
                  "--iter_stop=3", "--reports=summary,iteration", "--formats=json",
                  f"--output_path={tmp_path}", "--dump_model_data=true",
                  f"--save_db={db}"]) == 0  # fmt: skip
-    its = json.loads((tmp_path / "jlprof_summary.json").read_text())["Iterations"]
+    its = json.loads((tmp_path / "dlprof_summary.json").read_text())["Iterations"]
     assert (its["Start Iteration"], its["Stop Iteration"], its["Aggregated Iterations"]) == (
         1,
         3,
         3,
     )
-    rows = json.loads((tmp_path / "jlprof_iteration.json").read_text())
+    rows = json.loads((tmp_path / "dlprof_iteration.json").read_text())
     assert {r["Iteration"] for r in rows} == {1, 2, 3}
-    model = json.loads((tmp_path / "jlprof_model_data.json").read_text())
+    model = json.loads((tmp_path / "dlprof_model_data.json").read_text())
     assert {"op_name", "path", "iteration", "gpu_ns"} <= set(model[0])
     # the saved jlprof database re-analyses to the same numbers
     out2 = tmp_path / "again"
@@ -74,8 +79,8 @@ def test_iteration_range_and_dump_and_save_db(export, tmp_path, capsys):
     assert main([f"--database={db}", "--key_node=optimizer_step", "--iter_start=1",
                  "--iter_stop=3", "--reports=summary", "--formats=json",
                  f"--output_path={out2}"]) == 0  # fmt: skip
-    a = json.loads((tmp_path / "jlprof_summary.json").read_text())
-    b = json.loads((out2 / "jlprof_summary.json").read_text())
+    a = json.loads((tmp_path / "dlprof_summary.json").read_text())
+    b = json.loads((out2 / "dlprof_summary.json").read_text())
     assert a["Summary Report"] == b["Summary Report"] and a["All Ops"] == b["All Ops"]
 
 
@@ -85,7 +90,7 @@ def test_no_key_node_reports_candidates(tmp_path, capsys):
                  f"--output_path={tmp_path}"]) == 0  # fmt: skip
     err = capsys.readouterr().err
     assert "0 iterations found" in err and "Candidates for --key_node:" in err
-    es = pd.read_csv(tmp_path / "jlprof_expert_systems.csv")
+    es = pd.read_csv(tmp_path / "dlprof_expert_systems.csv")
     assert "No Iteration Detector" in set(es["Detector"])
 
 

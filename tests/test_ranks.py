@@ -21,6 +21,7 @@ import jlprof
 from jlprof.cli import main
 from jlprof.distributed import SCHEDULER_ENV, rank_paths
 from jlprof.errors import InputError
+from jlprof.reports.writers import summary_csv
 from tests.fixtures.ranks import rank_exports
 
 N_RANKS, STRAGGLER, STEPS = 6, 4, 6
@@ -54,7 +55,12 @@ def local_run(job, tmp_path_factory) -> Path:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.*"))}
+    """The report files (the single-file CLI also writes its DLProf database, not compared)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*.*"))
+        if not p.name.endswith("_dldb.sqlite")
+    }
 
 
 def _kernel_sums(db: Path) -> tuple[int, int]:
@@ -69,12 +75,12 @@ def _kernel_sums(db: Path) -> tuple[int, int]:
 
 
 def test_only_the_slowed_rank_is_a_straggler(local_run):
-    ranks = pd.read_csv(local_run / "jlprof_ranks.csv")
+    ranks = pd.read_csv(local_run / "dlprof_ranks.csv")
     assert ranks["Rank"].tolist() == list(range(N_RANKS))
     assert ranks.loc[ranks["Straggler"], "Rank"].tolist() == [STRAGGLER]
     # every key-node-delimited step of the straggler is flagged (the last interval is empty)
     assert ranks.loc[STRAGGLER, "Straggler Iterations"] == " ".join(map(str, range(STEPS)))
-    expert = pd.read_csv(local_run / "jlprof_ranks_expert_systems.csv")
+    expert = pd.read_csv(local_run / "dlprof_ranks_expert_systems.csv")
     strag = expert[expert["Detector"] == "Straggler Detector"]
     assert len(strag) == 1 and f"Rank {STRAGGLER} is a straggler" in strag["Problem"].iloc[0]
     ev = json.loads(strag["Evidence"].iloc[0])
@@ -84,8 +90,8 @@ def test_only_the_slowed_rank_is_a_straggler(local_run):
 
 
 def test_per_rank_figures_match_single_file_runs(job, local_run, tmp_path):
-    ranks = pd.read_csv(local_run / "jlprof_ranks.csv")
-    per_it = pd.read_csv(local_run / "jlprof_rank_iterations.csv")
+    ranks = pd.read_csv(local_run / "dlprof_ranks.csv")
+    per_it = pd.read_csv(local_run / "dlprof_rank_iterations.csv")
     for r, db in enumerate(sorted(job.glob("*.sqlite"))):
         row = ranks.loc[r]
         assert row["Database"] == str(db)
@@ -189,15 +195,17 @@ def test_real_scheduler_and_workers_write_the_same_files(job, local_run, dask_cl
     # --scheduler and the Python API: the same cross-rank table
     monkeypatch.delenv(SCHEDULER_ENV)
     ranks = jlprof.load_ranks(sorted(job.glob("*.sqlite")), scheduler=dask_cluster, progress=False)
-    local = pd.read_csv(local_run / "jlprof_ranks.csv", keep_default_na=False)
+    local = pd.read_csv(local_run / "dlprof_ranks.csv", keep_default_na=False)
     pd.testing.assert_frame_equal(ranks.report("ranks"), local)
 
 
 def test_rank_order_rule(tmp_path):
-    for name in ("b.sqlite", "a.sqlite", "a.nsys-rep", "c.nsys-rep", "notes.txt"):
+    for name in ("b.sqlite", "a.sqlite", "a.nsys-rep", "c.nsys-rep", "notes.txt",
+                 "dlprof_dldb.sqlite"):  # fmt: skip
         (tmp_path / name).write_bytes(b"")
     got = [p.name for p in rank_paths(tmp_path)]
-    assert got == ["a.sqlite", "b.sqlite", "c.nsys-rep"]  # sorted; a.sqlite is a.nsys-rep's export
+    # sorted; a.sqlite is a.nsys-rep's export; a single-file run's DLProf database is no rank
+    assert got == ["a.sqlite", "b.sqlite", "c.nsys-rep"]
     assert [p.name for p in rank_paths(str(tmp_path / "*.sqlite"))] == ["a.sqlite", "b.sqlite"]
     for name in ("r10.sqlite", "r2.sqlite", "r1.sqlite"):
         (tmp_path / name).write_bytes(b"")
@@ -316,10 +324,8 @@ def test_a_rank_the_trace_carries_wins(tmp_path, shared):
     assert table.loc[table["Straggler"], "Rank"].tolist() == [1]
     assert ranks.path(1).name == "d.sqlite"
     for name, rank in carried.items():  # each rank<N>/ holds that rank's file's reports
-        single = jlprof.load(tmp_path / f"{name}.sqlite").report("summary")
-        assert (out / f"rank{rank}" / "jlprof_summary.csv").read_text() == single.to_csv(
-            index=False
-        )
+        single = jlprof.load(tmp_path / f"{name}.sqlite").summary()
+        assert (out / f"rank{rank}" / "dlprof_summary.csv").read_text() == summary_csv(single)
     rank_export(tmp_path / "e.sqlite", 4)  # carries no rank: a mix is refused
     with pytest.raises(InputError, match="some traces carry a rank"):
         jlprof.load_ranks(tmp_path, scheduler=shared, progress=False)

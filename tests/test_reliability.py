@@ -30,6 +30,7 @@ import jlprof
 from jlprof import outputs
 from jlprof.cli import main
 from jlprof.errors import InputError, JlprofError, OptionError, OutputError
+from jlprof.options import DEFAULT_PROFILE_NAME
 from tests.fixtures.scenarios import cpu_only_db, rich_db
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +73,9 @@ def cli_args(db: Path, out: Path, *more: str) -> list[str]:
 
 def same_as_reference(out: Path, reference: Path) -> list[str]:
     """The final-name report files in ``out``; each must equal the reference byte for byte."""
-    names = sorted(p.name for p in out.glob("jlprof_*"))
+    names = sorted(
+        p.name for p in out.glob(f"{DEFAULT_PROFILE_NAME}_*") if not p.name.endswith("_dldb.sqlite")
+    )
     for name in names:
         assert sha(out / name) == sha(reference / name), name
     return names
@@ -174,7 +177,6 @@ CASES = {
         absent=("escape_summary.csv", "../escape_summary.csv", "out"),
     ),
     "profile_name_empty": Case(args("--profile_name="), 2, "--profile_name is empty"),
-    "reports_empty": Case(args("--reports="), 2, "--reports is empty; choose from"),
     "formats_empty": Case(args("--formats="), 2, "--formats is empty; choose csv"),
     "format_unknown_before_load": Case(
         lambda d, _db: [
@@ -199,14 +201,14 @@ CASES = {
         drop("CUPTI_ACTIVITY_KIND_RUNTIME"),
         0,
         "no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME)",
-        present=("out/jlprof_kernel.csv",),
+        present=("out/dlprof_kernel.csv",),
         before_load=False,
     ),
     "no_kernel_table": Case(
         drop("CUPTI_ACTIVITY_KIND_KERNEL"),
         0,
         "no kernel table (CUPTI_ACTIVITY_KIND_KERNEL)",
-        present=("out/jlprof_kernel.csv",),
+        present=("out/dlprof_kernel.csv",),
         before_load=False,
     ),
 }
@@ -250,9 +252,11 @@ def test_profiled_program_failure_is_the_exit_status(tmp_path, export, monkeypat
     import jlprof.profiling
 
     monkeypatch.setattr(jlprof.profiling, "profile_run", lambda *_a, **_k: (export, 3))
-    rc = main([f"--output_path={tmp_path}", "-v", "quiet", "python", "fails.py"])
+    rc = main(
+        [f"--output_path={tmp_path}", "-v", "quiet", "--reports=summary", "python", "fails.py"]
+    )
     assert rc == 3
-    assert (tmp_path / "jlprof_summary.csv").is_file()
+    assert (tmp_path / "dlprof_summary.csv").is_file()
 
 
 # ---- 2./3. whole files or none: injected and real write failures ---------------------------
@@ -263,7 +267,7 @@ def test_write_error_midway_leaves_no_file(tmp_path, export, reference, monkeypa
     real = pd.DataFrame.to_json
 
     def full_disk(self, path=None, *a, **k):
-        if path is not None and "jlprof_iteration" in str(path):
+        if path is not None and "dlprof_iteration" in str(path):
             Path(path).write_text('[{"Iteration": 0, ')
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(self, path, *a, **k)
@@ -272,9 +276,9 @@ def test_write_error_midway_leaves_no_file(tmp_path, export, reference, monkeypa
     rc = main(cli_args(export, tmp_path / "out"))
     assert rc == 2
     line = error_line(capsys.readouterr().err)
-    assert "jlprof_iteration.json: no space left on the device" in line
+    assert "dlprof_iteration.json: no space left on the device" in line
     assert "free some space or choose another --output_path" in line
-    assert not (tmp_path / "out" / "jlprof_iteration.json").exists()
+    assert not (tmp_path / "out" / "dlprof_iteration.json").exists()
     same_as_reference(tmp_path / "out", reference)
     no_partials(tmp_path)
 
@@ -364,7 +368,7 @@ def test_interrupted_write_leaves_no_file(sig, tmp_path, export, reference, caps
     proc = start_slow(export, out)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert not (out / "jlprof_kernel.csv").exists()
+    assert not (out / "dlprof_kernel.csv").exists()
     if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
         assert list(out.glob(f".*{outputs.PARTIAL}"))  # the killed writer's temporary file

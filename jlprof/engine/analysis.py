@@ -31,6 +31,7 @@ from jlprof.errors import AnalysisError, OptionError
 # Tried in order when no key node is given: DLProf's default, then jlprof.torch's range.
 DEFAULT_KEY_NODES = (DEFAULT_KEY_NODE, "optimizer_step")
 MODES = ("simple", "pytorch", "tensorflow1", "tensorflow2", "tensorrt")
+DEFAULT_PROFILE_NAME = "dlprof"  # DLProf's (guide §10.1.3): dlprof_summary.csv, ...
 
 
 T = TypeVar("T")
@@ -78,18 +79,19 @@ class Analysis:
         iter_stop: int | None = None,
         domains: list[str] | None = None,
         mode: str | None = None,
-        profile_name: str = "jlprof",
+        profile_name: str = DEFAULT_PROFILE_NAME,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         check_options(key_node, iter_start, iter_stop, domains, mode)
         say = progress or (lambda _m: None)
         self.trace = trace
         self.mode = mode or "simple"
+        self.mode_given = mode is not None  # -m simple given: only the kernel report
         self.profile_name = profile_name
         self.domains = domains
         say("correlating GPU work, API calls and NVTX ranges")
         with heavy_stage():  # correlation and the first cube reuse each other's memory
-            self.correlated: Correlated = correlate(trace, domains)
+            self.correlated: Correlated = correlate(trace, domains, mode)
             if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
                 self.mode = "pytorch"
             self.metrics: InstanceMetrics = instance_metrics(self.correlated)
@@ -239,4 +241,4 @@ class Analysis:
         return ""
 
 
-__all__ = ["DEFAULT_KEY_NODES", "MODES", "Analysis", "check_options"]
+__all__ = ["DEFAULT_KEY_NODES", "DEFAULT_PROFILE_NAME", "MODES", "Analysis", "check_options"]

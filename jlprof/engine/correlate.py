@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals, schema
+from jlprof.engine.framework_names import TENSORFLOW
 from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
 from jlprof.engine.torch_ops import label_names, range_labels, tops
@@ -217,8 +218,11 @@ def _pick(values: np.ndarray, idx: np.ndarray, fill) -> np.ndarray:
     return out
 
 
-def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
-    """Tie GPU work to API calls to NVTX ranges; see the module docstring for the result."""
+def correlate(
+    trace: Trace, domains: list[str] | None = None, mode: str | None = None
+) -> Correlated:
+    """Tie GPU work to API calls to NVTX ranges; see the module docstring for the result.
+    ``mode`` (``tensorrt``, ``tensorflow1/2``) picks how range texts name ops (``ops``)."""
     nv = trace.nvtx
     if domains:
         keep = nv["domain"].astype(str).isin(domains).to_numpy()
@@ -235,7 +239,7 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
 
     # ---- range texts, parsed once each; emit_nvtx chains work for their outermost range
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
-    parsed = parse_texts(list(text_cats))
+    parsed = parse_texts(list(text_cats), mode)
     text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
     is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
     r_top = tops(is_call[text_code], r_parent)
@@ -285,7 +289,8 @@ def correlate(trace: Trace, domains: list[str] | None = None) -> Correlated:
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
     op_abs = np.full(len(ops), "", dtype=object)
-    op_abs[lab_code] = [abs_path(str(name)) for name in named]
+    scoped = mode in TENSORFLOW  # TF op names are scopes: model/dense/MatMul
+    op_abs[lab_code] = [abs_path(str(name), scoped) for name in named]
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
     cpu_ns = np.concatenate(

@@ -19,6 +19,9 @@ Formats understood, in order:
 * instance-numbered user ranges: ``Batch 17``, ``Epoch #2`` -> name ``Batch #`` (one op, one
   group node, one key-node candidate), type ``Batch``; the number is kept per instance
   (``instance_no``)
+* with ``-m tensorrt`` / ``-m tensorflow1|2``: TensorRT layer names (fusions, reformats) and
+  TensorFlow node texts (``MatMul: model/dense/MatMul``, detailed JSON, XLA clusters), see
+  ``jlprof.engine.framework_names``
 * anything else: the text is the name and the type.
 
 Op ID is the op name in simple mode; with a direction (PyTorch) it is ``name:direction``
@@ -32,7 +35,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from jlprof.engine import emit_nvtx, pyprof
+from jlprof.engine import emit_nvtx, framework_names, pyprof
 
 _REPEAT = re.compile(r"\(\d+\)$")
 _NUMBERED = re.compile(r"^(?P<base>[A-Za-z][\w.-]*(?: [A-Za-z][\w.-]*)*) #?(?P<no>\d+)$")
@@ -84,14 +87,21 @@ def parse_annotation(text: str) -> dict[str, str] | None:
 
 
 def _parse_one(
-    text: str, e: emit_nvtx.EmitNvtx | None = None, pp: pyprof.PyProf | None = None
+    text: str,
+    e: emit_nvtx.EmitNvtx | None = None,
+    pp: pyprof.PyProf | None = None,
+    mode: str | None = None,
 ) -> tuple[str, ...]:
-    """COLUMNS for one range text (``e``, ``pp``: its emit_nvtx or pyprof parse, if any)."""
+    """COLUMNS for one range text (``e``, ``pp``: its emit_nvtx or pyprof parse, if any;
+    ``mode``: the framework whose names to read, ``framework_names``)."""
     name, op_type, direction = text, "", ""
     if pp is not None:
         direction = "fprop" if pp.kind == "op" else ""
         return (pp.name, pp.op_type, direction, abs_path(pp.name), pp.data_type,
                 pp.input_shapes, pp.stack_trace, "")  # fmt: skip
+    fw = framework_names.parse(text, mode) if e is None else None
+    if fw is not None:
+        return (fw.name, fw.op_type, "", fw.abs_path, fw.data_type, fw.input_shapes, "", "")
     if text.startswith("{"):  # a dict marker of another kind: its text is the name
         return text, "pyprof", "", "", "", "", "", ""
     extra = ("", "", "", "")
@@ -114,14 +124,17 @@ def _parse_one(
     return (name, op_type, direction, path, *extra)
 
 
-def abs_path(name: str) -> str:
-    """The hierarchy path of a ``/``-scoped name ('' for a relative one)."""
+def abs_path(name: str, scoped: bool = False) -> str:
+    """The hierarchy path of a ``/``-scoped name ('' for a relative one). ``scoped``: names
+    are scopes without the leading ``/`` (TensorFlow's ``model/dense/MatMul``)."""
     if name.startswith("/") and len(name) > 1:
         return "/" + "/".join(p for p in name.split("/") if p)
+    if scoped and "/" in name and " " not in name:
+        return framework_names.scope_path(name)
     return ""
 
 
-def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
+def parse_texts(texts: pd.Index | np.ndarray | list[str], mode: str | None = None) -> pd.DataFrame:
     """Parse unique range texts into COLUMNS plus op_id.
 
     ``abs_path`` is the hierarchy path for ``/``-scoped names ('' when the name is relative,
@@ -131,12 +144,17 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str]) -> pd.DataFrame:
     False, -1, False otherwise); ``pyprof`` is the kind of a pyprof marker (``op``,
     ``module``, ``trace``, ``config``; '' otherwise) and ``func_stack`` its module path.
     ``instance_no`` is the number of an instance-numbered range (``Batch 17`` -> 17; -1
-    otherwise).
+    otherwise). ``mode``: ``tensorrt``/``tensorflow1``/``tensorflow2`` read that framework's
+    names (``framework_names``); other modes leave them to the generic rules.
     """
     texts = [str(t) for t in texts]
     marks = [emit_nvtx.parse(t) for t in texts]
-    pps = [pyprof.parse(t) if t.startswith("{") else None for t in texts]
-    rows = [_parse_one(t, m, q) for t, m, q in zip(texts, marks, pps, strict=True)]
+    tf_json = mode in framework_names.TENSORFLOW  # '{"op": ...}' is TF's, not pyprof's
+    pps = [
+        pyprof.parse(t) if t.startswith("{") and not (tf_json and t.startswith('{"op"')) else None
+        for t in texts
+    ]
+    rows = [_parse_one(t, m, q, mode) for t, m, q in zip(texts, marks, pps, strict=True)]
     df = pd.DataFrame(rows, columns=COLUMNS)
     # pyprof: which marker (the op call holds the work; the call site above names it)
     df["pyprof"] = pd.Series([q.kind if q else "" for q in pps], dtype=object)

@@ -23,7 +23,7 @@ from jlprof.magics import options as opt
 from jlprof.magics import run
 from jlprof.magics.diff import run_diff
 from jlprof.magics.ranks import reanalyse_ranks
-from jlprof.options import magic_arguments_from_table
+from jlprof.options import MAGIC, magic_arguments_from_table, notes, parse_words
 
 
 def forward(msg: dict[str, Any]) -> None:
@@ -50,13 +50,16 @@ def forward(msg: dict[str, Any]) -> None:
 
 def parse_line(magic: Any, line: str) -> Any:
     """IPython's ``parse_argstring`` with POSIX quoting, so DLProf's own spelling
-    ``--nsys_opts="-t cuda,nvtx"`` works: IPython's splitter keeps ``="-t`` and ``nvtx"`` as two
-    words with their quotes."""
+    ``--nsys_opts="-t cuda,nvtx"`` works (IPython's splitter keeps ``="-t`` and ``nvtx"`` as two
+    words with their quotes), and DLProf's grammar as the CLI has it
+    (:func:`jlprof.options.split_argv`: ``--reports kernel tensor --``). The options given are
+    in the namespace's ``given_options``."""
     try:
         words = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"cannot split the options: {exc} (check the quotes)") from None
-    return magic.parser.parse_args(words)
+    ns, ns.given_options = parse_words(magic.parser, words)
+    return ns
 
 
 def network_line(status: dict[str, Any]) -> str:
@@ -126,6 +129,9 @@ class DlprofMagics(Magics):
             opts = opt.from_namespace(ns, cell=cell is not None)
         except JlprofError as exc:
             raise UsageError(str(exc)) from None
+        if opts.says("minimal"):
+            for note in notes(ns, ns.given_options, MAGIC):
+                self._say(note.removeprefix("note: "))
         try:
             self._dispatch(opts, cell)
         except JlprofError as exc:  # SidecarDied and NsysNotFound (install hint) included

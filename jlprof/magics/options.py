@@ -15,7 +15,12 @@ from pathlib import Path
 
 from jlprof.engine.analysis import MODES
 from jlprof.errors import JlprofError
-from jlprof.options import VERBOSITY, parse_bool, parse_list  # the table's parsers
+from jlprof.options import (  # the table's parsers
+    DEFAULT_PROFILE_NAME,
+    VERBOSITY,
+    parse_bool,
+    parse_list,
+)
 
 KERNEL_COMMANDS = ("status", "restart", "shutdown")
 DEFAULT_NAME = "_dlprof"
@@ -45,7 +50,7 @@ class RunOptions:
     reports: list[str] = field(default_factory=lambda: ["summary"])
     formats: list[str] = field(default_factory=lambda: ["csv"])
     output_path: Path | None = None
-    profile_name: str = "jlprof"
+    profile_name: str = DEFAULT_PROFILE_NAME
     delay: float = 0.0
     duration: float | None = None
     nsys_opts: str = ""

@@ -15,3 +15,7 @@ REPORTS = (
     "group_node",
     "expert_systems",
 )
+# what --reports accepts (guide §10.1.1 calls the op type report "node_op", ch. 15 "op_type";
+# a report's file is named after the word given, guide §10.1.3)
+REPORT_NAMES = (*REPORTS[:5], "node_op", *REPORTS[5:])
+ALIASES = {"node_op": "op_type"}

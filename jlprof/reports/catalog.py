@@ -9,7 +9,7 @@ import pandas as pd
 
 from jlprof.engine.memory import heavy_stage
 from jlprof.errors import AnalysisError
-from jlprof.reports import REPORTS, tables
+from jlprof.reports import ALIASES, REPORTS, tables
 from jlprof.reports.expert import run_all
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ def report(
     p: Analysis, name: str, iter_start: int | None = None, iter_stop: int | None = None
 ) -> pd.DataFrame:
     """One DLProf report as a DataFrame (the summary: one tidy frame of all its tables)."""
+    name = ALIASES.get(name, name)
     if name not in REPORTS:
         raise AnalysisError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}.")
     lo, hi = p.range_of(iter_start, iter_stop)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof import outputs
+from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
 from jlprof.engine.diff import (
     NOISE_NS,
     NOISE_PCT,
@@ -174,7 +175,7 @@ class DiffResult:
         self,
         output_path: str | Path,
         formats: list[str] | tuple[str, ...] = ("csv",),
-        profile_name: str = "jlprof",
+        profile_name: str = DEFAULT_PROFILE_NAME,
         force: bool = False,
     ) -> list[Path]:
         """Write ``<profile_name>_<table>.<csv|json>`` for each of ``DIFF_TABLES``; existing

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from jlprof.reports import expert_pytorch  # framework-aware detectors (guide §10.10)
+from jlprof.reports.expert_shapes import bad_tensor_shape
+from jlprof.reports.expert_tensorflow import no_fusion
 from jlprof.reports.finding import Finding
 from jlprof.reports.tables import detail, duration_breakdown
 
@@ -200,6 +202,8 @@ DETECTORS: list[Callable[[Analysis, int, int], list[Finding]]] = [
     underutilized_gpu,
     imbalanced_gpus,
     tc_not_used,
+    bad_tensor_shape,
+    no_fusion,
 ]
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES, combine
+from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
 from jlprof.version import __version__
 
 if TYPE_CHECKING:
@@ -390,7 +391,7 @@ def system_config(p: Analysis) -> dict[str, Any]:
     gpus = p.trace.gpus
     names = list(gpus["name"].astype(str)) if len(gpus) else [lbl.split(": ")[-1] for lbl in labels]
     cfg: dict[str, Any] = {}
-    if p.profile_name:
+    if p.profile_name and p.profile_name != DEFAULT_PROFILE_NAME:  # "hidden if unspecified"
         cfg["Profile Name"] = p.profile_name
     capture = _version_from_dir(meta.get("TargetInstallDir", ""))
     export = meta.get("EXPORT_PRODUCT_VERSION", "")

@@ -1,7 +1,11 @@
 """CSV and JSON writers: ``<profile_name>_<report>.<ext>`` in the output path (guide §10.1).
 
-JSON is a list of records keyed by the report's column names; the summary's JSON is one
-object with an entry per table, whose rows are keyed by the guide's row names.
+The report word is the one given to ``--reports`` (``node_op`` -> ``dlprof_node_op.csv``), except
+the detail report, whose file DLProf names ``dlprof_detailed.csv`` (guide §13.1.2). JSON is a
+list of records keyed by the report's column names; the summary's JSON is one object with an
+entry per table, whose rows are keyed by the guide's row names. The summary's CSV is DLProf's
+layout: the guide's §10.2 tables one after the other, each under its title
+(:func:`summary_csv`).
 Existing files are kept unless ``force`` (DLProf's ``-f true``); every file is written whole or
 not at all.
 """
@@ -18,7 +22,7 @@ import numpy as np
 from jlprof import outputs
 from jlprof.errors import OptionError
 from jlprof.outputs import prepare_folder
-from jlprof.reports import REPORTS, catalog
+from jlprof.reports import ALIASES, REPORT_NAMES, REPORTS, catalog
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -38,30 +42,48 @@ def _plain(v: Any) -> Any:
     return v
 
 
+# file names that are not the report's word (guide §13.1.2 lists dlprof_detailed.csv)
+FILE_WORDS = {"detail": "detailed"}
+SIMPLE_REPORTS = ("kernel",)  # guide §15.1.4: "the only available report type for simple mode"
+
+
 def report_path(output: Path, profile_name: str, report: str, fmt: str) -> Path:
-    return output / f"{profile_name.replace(' ', '_')}_{report}.{fmt}"
+    """``<profile_name>_<report>.<fmt>``, spaces in the profile name as underscores (§10.1.3)."""
+    word = FILE_WORDS.get(report, report)
+    return output / f"{profile_name.replace(' ', '_')}_{word}.{fmt}"
+
+
+def available(p: Analysis, reports: list[str]) -> tuple[list[str], list[str]]:
+    """The reports ``p``'s mode can write, and those it cannot: with ``-m simple`` given,
+    only the kernel report (guide §15.1.4); every report otherwise."""
+    if p.mode == "simple" and getattr(p, "mode_given", False):
+        return [r for r in reports if r in SIMPLE_REPORTS], [
+            r for r in reports if r not in SIMPLE_REPORTS
+        ]
+    return list(reports), []
 
 
 def check_outputs(
     reports: list[str] | tuple[str, ...], formats: list[str] | tuple[str, ...], profile_name: str
 ) -> tuple[list[str], list[str]]:
-    """The reports (``all`` expanded, ``node_op`` = ``op_type``) and formats to write, checked.
+    """The reports (``all`` expanded) and formats to write, checked; no report is fine (DLProf's
+    default: the CLI prints the summary). ``node_op`` (guide §10.1.1) is the op type report
+    written under that word.
 
     Shared by the CLI, the magic and :meth:`Profile.write_reports`, and run before any trace is
     read: a typo must not cost the whole load. Raises :class:`OptionError`.
     """
     if isinstance(reports, str) or isinstance(formats, str):
         raise OptionError("reports and formats are lists of names, e.g. ['summary'] and ['csv'].")
-    if not reports:
-        raise OptionError(f"--reports is empty; choose from {', '.join(REPORTS)} or all.")
     if not formats:
         raise OptionError("--formats is empty; choose csv and/or json.")
-    # the guide's §10.1.1 calls the op type report "node_op"; ch. 15 calls it op_type
-    chosen = list(REPORTS) if "all" in reports else reports
-    chosen = list(dict.fromkeys("op_type" if r == "node_op" else r for r in chosen))
-    bad = [r for r in chosen if r not in REPORTS]
+    chosen = [*REPORTS, *(r for r in reports if r != "all")] if "all" in reports else reports
+    chosen = list(dict.fromkeys(chosen))
+    bad = [r for r in chosen if r not in REPORT_NAMES]
     if bad:
-        raise OptionError(f"unknown report {bad[0]!r}; choose from {', '.join(REPORTS)} or all.")
+        raise OptionError(
+            f"unknown report {bad[0]!r}; choose from {', '.join(REPORT_NAMES)} or all."
+        )
     badf = [f for f in formats if f not in FORMATS]
     if badf:
         raise OptionError(f"unknown format {badf[0]!r}; choose csv and/or json.")
@@ -73,7 +95,7 @@ def check_profile_name(name: str) -> str:
     """``--profile_name`` is a file-name prefix: no folder part, so reports stay in the output
     folder (``../../escape`` would write elsewhere)."""
     if not isinstance(name, str) or not name.strip():
-        raise OptionError("--profile_name is empty; give a file-name prefix such as jlprof.")
+        raise OptionError("--profile_name is empty; give a file-name prefix such as dlprof.")
     if "/" in name or os.sep in name or "\\" in name or "\0" in name or name in (".", ".."):
         raise OptionError(
             f"--profile_name {name!r} is not a plain file name; give a prefix without a folder "
@@ -94,6 +116,7 @@ def write_reports(
     Each file is written whole or not at all (:func:`jlprof.outputs.written`).
     """
     reports, formats = check_outputs(reports, formats, p.profile_name)
+    reports = available(p, reports)[0]
     prepare_folder(output)
     written = []
     for rep in reports:
@@ -101,10 +124,12 @@ def write_reports(
         todo = {f: t for f, t in targets.items() if force or not t.exists()}
         if not todo:
             continue
-        df = catalog.report(p, rep)
+        df = catalog.report(p, ALIASES.get(rep, rep))
         for fmt, target in todo.items():
             with outputs.written(target) as tmp:
-                if fmt == "csv":
+                if rep == "summary" and fmt == "csv":
+                    tmp.write_text(summary_csv(catalog.summary(p)))
+                elif fmt == "csv":
                     df.to_csv(tmp, index=False)
                 elif rep == "summary":
                     tmp.write_text(json.dumps(_plain(catalog.summary(p)), indent=2, default=str))
@@ -112,6 +137,45 @@ def write_reports(
                     df.to_json(tmp, orient="records", indent=2, double_precision=15)
             written.append(target)
     return written
+
+
+def summary_csv(tables: dict[str, dict[str, Any]]) -> str:
+    """The summary as DLProf lays it out: each §10.2 table under its title line, a blank line
+    between tables; one ``Row Name,Value`` row per metric, and for the All Ops / All Kernels
+    tables a header of their columns then one row per category."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for n, (title, rows) in enumerate(tables.items()):
+        if n:
+            w.writerow([])
+        w.writerow([title])
+        values = list(rows.values())
+        if values and isinstance(values[0], dict):
+            w.writerow(["", *values[0].keys()])
+            w.writerows([name, *(_plain(v) for v in row.values())] for name, row in rows.items())
+        else:
+            w.writerows([name, _plain(v)] for name, v in rows.items())
+    return buf.getvalue()
+
+
+def read_summary_csv(text: str) -> dict[str, dict[str, Any]]:
+    """:func:`summary_csv` read back (values as strings): for tests and scripts."""
+    import csv
+    import io
+
+    tables: dict[str, dict[str, Any]] = {}
+    for block in text.strip("\n").split("\n\n"):
+        rows = list(csv.reader(io.StringIO(block)))
+        title, body = rows[0][0], rows[1:]
+        if body and body[0] and body[0][0] == "" and len(body[0]) > 2:
+            head = body[0][1:]
+            tables[title] = {r[0]: dict(zip(head, r[1:], strict=True)) for r in body[1:]}
+        else:
+            tables[title] = {r[0]: r[1] for r in body}
+    return tables
 
 
 def skipped(p: Analysis, output: Path, reports: list[str], formats: list[str]) -> list[Path]:

@@ -33,3 +33,40 @@ def test_damaged_database(tmp_path):
     bad.write_bytes(b"PK\x03\x04garbage")
     with pytest.raises(InputError):
         jlprof.load(bad)
+
+
+def test_dldb_sqlite_container_round_trip(tmp_path):
+    """``dlprof_dldb.sqlite`` (guide §2.3, §4.3): the same database in an SQLite file, read back
+    by ``--database`` to the same reports; an nsys export is never mistaken for one."""
+    import sqlite3
+
+    from jlprof.engine.store import is_dldb, read_any
+
+    export = small_training_export(tmp_path / "run.sqlite")
+    trace = read_trace(export)
+    db = save_trace(trace, tmp_path / "dlprof_dldb.sqlite")
+    with db.open("rb") as fh:
+        assert fh.read(16) == b"SQLite format 3\x00"
+    with sqlite3.connect(db) as con:
+        names = {r[0] for r in con.execute("SELECT name FROM jlprof_dldb")}
+    assert names == {"manifest.json", *(f"{f}.arrow" for f in ("gpu", "api", "nvtx", "marks",
+                                                              "osrt", "gpus"))}  # fmt: skip
+    assert is_dldb(db) and not is_dldb(export) and not is_jlprof_db(db)
+    back = read_any(db)
+    for name in ("gpu", "api", "nvtx"):
+        pd.testing.assert_frame_equal(
+            getattr(back, name).astype(object), getattr(trace, name).astype(object)
+        )
+    a = jlprof.load(export, key_node="optimizer_step").report("kernel")
+    b = jlprof.load(db, key_node="optimizer_step").report("kernel")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_damaged_dldb_is_one_clear_error(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "dlprof_dldb.sqlite"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE jlprof_dldb (name TEXT PRIMARY KEY, data BLOB)")
+    with pytest.raises(InputError, match="damaged jlprof database"):
+        load_trace(db)

@@ -131,7 +131,7 @@ def test_cli_mode_from_the_trace(tmp_path: Path) -> None:
     path = emit_nvtx_db(2).write(tmp_path / "cli.sqlite")
     out = tmp_path / "out"
     main(["--database", str(path), "--output_path", str(out), "--reports", "detail", "-f", "true"])
-    detail = pd.read_csv(next(out.glob("*_detail.csv")))
+    detail = pd.read_csv(next(out.glob("*_detailed.csv")))
     assert "Direction" in detail.columns
 
 

@@ -93,7 +93,7 @@ def test_setup_cell_is_not_captured_and_profiled_cell_is(prepared):
     ops = set(prof.report("detail")["Op Name"].astype(str))
     assert "/model/fc/linear" in ops and "jlprof_capture" not in ops  # jlprof's range hidden
     names = {p.name for p in folder.iterdir()}
-    assert {"jlprof_summary.csv", "jlprof_summary.json", "jlprof_detail.csv"} <= names
+    assert {"dlprof_summary.csv", "dlprof_summary.json", "dlprof_detailed.csv"} <= names
     manifest = json.loads((folder / "jlprof_run.json").read_text())
     head = prof.headline()
     assert manifest["status"] == "ok" and manifest["error"] is None
@@ -264,7 +264,7 @@ def test_database_reanalysis_without_profiling(prepared):
     prof = shell.ns["re"]
     assert (prof.iter_start, prof.iter_stop) == (2, 4)
     assert prof.iterations.instances == nvtx_count(db, "optimizer_step")
-    assert (shell.cwd / "again" / "jlprof_iteration.csv").exists()
+    assert (shell.cwd / "again" / "dlprof_iteration.csv").exists()
     assert shell.magics.session.sidecar.captures == captures  # nothing profiled
     out = shell.line("--database nowhere.sqlite")
     assert "nowhere.sqlite: no such file" in out.stderr

@@ -113,7 +113,7 @@ def test_a_normal_day_state_reports_and_rich_output(notebooks):
     assert len(folders) == 3  # the profiled cells, one folder each
     first = json.loads((folders[0] / "jlprof_run.json").read_text())
     assert first["status"] == "ok" and first["iterations"] == 6
-    assert (folders[0] / "jlprof_kernel.csv").exists()
+    assert (folders[0] / "dlprof_kernel.csv").exists()
 
 
 def test_a_interrupt_stops_the_capture_and_keeps_the_sidecar(notebooks):

@@ -16,7 +16,7 @@ def test_database_directory_is_a_job(shell, tmp_path):
     ranks = shell.ns["job"]
     table = ranks.report("ranks")
     assert table.loc[table["Straggler"], "Rank"].tolist() == [1]
-    written = pd.read_csv(shell.cwd / "ranks_out" / "jlprof_ranks.csv", keep_default_na=False)
+    written = pd.read_csv(shell.cwd / "ranks_out" / "dlprof_ranks.csv", keep_default_na=False)
     pd.testing.assert_frame_equal(written, table)
-    assert (shell.cwd / "ranks_out" / "rank3" / "jlprof_summary.csv").exists()
+    assert (shell.cwd / "ranks_out" / "rank3" / "dlprof_summary.csv").exists()
     assert "Traceback" not in out.stderr

@@ -30,14 +30,14 @@ def test_odd_file_name(shell, export) -> None:
     assert "Traceback" not in out.stderr, out.stderr
     want = jlprof.load(export).report("kernel")
     pd.testing.assert_frame_equal(shell.ns["odd"].report("kernel"), want)
-    assert len(pd.read_csv(shell.cwd / "odd" / "jlprof_kernel.csv")) == len(want)
+    assert len(pd.read_csv(shell.cwd / "odd" / "dlprof_kernel.csv")) == len(want)
 
 
 @pytest.mark.parametrize(
     ("option", "message"),
     [
         ("--profile_name=../../escape", "--profile_name '../../escape' is not a plain file name"),
-        ("--reports=", "--reports is empty"),
+        ("--reports=bogus", "unknown report 'bogus'"),
         ("--formats=", "--formats is empty"),
         ("--formats=xml", "unknown format 'xml'"),
     ],

@@ -112,7 +112,7 @@ def test_group_node_flattens_per_iteration(loop, prof):
 
 def test_summary_json_shape(prof, tmp_path):
     paths = prof.write_reports(tmp_path, ["summary"], ["json", "csv"])
-    data = json.loads((tmp_path / "jlprof_summary.json").read_text())
+    data = json.loads((tmp_path / "dlprof_summary.json").read_text())
     assert set(data) == {"System Config", "Summary Report", "Iterations", "All Ops", "All Kernels"}
     k = data["All Kernels"]["Kernels Using TC"]
     assert set(k) == {"GPU Time (ns)", "CPU Time (ns)", "# Kernels"}
@@ -137,7 +137,7 @@ def test_pytorch_mode_adds_direction(loop):
 
 
 def test_existing_files_kept_unless_force(prof, tmp_path):
-    target = tmp_path / "jlprof_kernel.csv"
+    target = tmp_path / "dlprof_kernel.csv"
     target.write_text("mine")
     assert prof.write_reports(tmp_path, ["kernel"], ["csv"]) == []
     assert target.read_text() == "mine"

@@ -25,7 +25,7 @@ def manifest(**overrides: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "format": "jlprof-run/1",
         "created": "2026-11-23T18:00:00Z",
-        "profile_name": "jlprof",
+        "profile_name": "dlprof",
         "key_node": "global_step",
         "database": "nsys_profile.sqlite",
         "nsys_report": "nsys_profile.nsys-rep",
@@ -48,7 +48,7 @@ def make_run(
     folder = parent / "jlprof_runs" / name
     folder.mkdir(parents=True)
     (folder / "nsys_profile.sqlite").write_bytes(export)
-    (folder / "jlprof_summary.json").write_text("{}")
+    (folder / "dlprof_summary.json").write_text("{}")
     (folder / "jlprof_run.json").write_text(json.dumps(manifest(**overrides)))
     if mtime is not None:
         os.utime(folder / "jlprof_run.json", (mtime, mtime))

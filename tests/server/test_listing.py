@@ -45,7 +45,7 @@ def test_lists_runs_and_raw_files_with_headlines(tmp_path: Path, export: bytes) 
     (root / "traces" / "big.sqlite").write_bytes(export)  # export of big.nsys-rep: one entry
     (root / "traces" / "alone.sqlite").write_bytes(export)
     (root / "reports_out").mkdir()
-    (root / "reports_out" / "jlprof_summary.csv").write_text("a,b\n")
+    (root / "reports_out" / "dlprof_summary.csv").write_text("a,b\n")
     (root / ".hidden").mkdir()
     (root / ".hidden" / "x.nsys-rep").write_bytes(b"x")
     page = listing.list_profiles(root)

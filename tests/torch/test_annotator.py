@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def detail(auto_run) -> pd.DataFrame:
-    return pd.read_csv(auto_run / "jlprof_detail.csv", keep_default_na=False).set_index("Op ID")
+    return pd.read_csv(auto_run / "dlprof_detailed.csv", keep_default_na=False).set_index("Op ID")
 
 
 def _range_counts(db) -> pd.Series:
@@ -113,7 +113,7 @@ def test_init_is_idempotent_and_restores_what_it_patched():
 
 
 def test_expert_systems_on_the_real_runs(auto_run, debug_run):
-    rep = pd.read_csv(auto_run / "jlprof_expert_systems.csv")
+    rep = pd.read_csv(auto_run / "dlprof_expert_systems.csv")
     found = set(rep["Detector"])
     assert "AMP Detector" in found  # fp32 convolutions, autocast off
     assert not {"Slow API Detector", "Device Sync Detector", "Emit NVTX Missing Detector"} & found
