@@ -391,9 +391,9 @@ def test_bad_input_is_one_line(runs, tmp_path) -> None:
 
 def test_magic_diff_binds_the_comparison(runs) -> None:
     pytest.importorskip("IPython")
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.core.interactiveshell import InteractiveShell
 
-    ip = start_ipython()
+    ip = InteractiveShell.instance()  # the one shell of the test process (tests/magics use it)
     ip.run_line_magic("load_ext", "jlprof")
     b, s = runs["base"].path, runs["slow"].path
     ip.run_line_magic("dlprof", f"--diff {b} {s} -o cmp --iter_stop 5 -v quiet")
