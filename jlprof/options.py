@@ -131,7 +131,7 @@ OPTIONS: tuple[Option, ...] = (
            f"comma list of {', '.join(REPORTS)} or all (default summary)", "--reports",
            "output reports"),
     Option("formats", ("--formats", "--file_formats"), parse_list, ["csv"],
-           "csv and/or json (default csv)", "--formats", "output reports"),
+           "csv, json and/or parquet (default csv)", "--formats", "output reports"),
     Option("dump_model_data", ("--dump_model_data",), parse_bool, False,
            "also write the raw correlated op instances as JSON", "--dump_model_data",
            "output reports", surfaces=(CLI,), metavar=_BOOL),

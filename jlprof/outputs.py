@@ -17,6 +17,7 @@ import secrets
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from jlprof.errors import OutputError
 
@@ -46,6 +47,16 @@ def written(target: str | os.PathLike[str], flag: str = "--output_path") -> Iter
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def written_file(
+    target: str | os.PathLike[str], flag: str = "--output_path"
+) -> Iterator[IO[bytes]]:
+    """Like :func:`written`, but yield the temporary file open for binary writing (streaming
+    writers); closed before the rename."""
+    with written(target, flag) as tmp, open(tmp, "wb") as f:
+        yield f
 
 
 def prepare_folder(folder: str | os.PathLike[str], flag: str = "--output_path") -> Path:
@@ -134,4 +145,5 @@ __all__ = [
     "prepare_folder",
     "remove_stale_partials",
     "written",
+    "written_file",
 ]

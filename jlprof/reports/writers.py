@@ -1,7 +1,10 @@
-"""CSV and JSON writers: ``<profile_name>_<report>.<ext>`` in the output path (guide §10.1).
+"""CSV, JSON and Parquet writers: ``<profile_name>_<report>.<ext>`` in the output path (§10.1).
 
 JSON is a list of records keyed by the report's column names; the summary's JSON is one
-object with an entry per table, whose rows are keyed by the guide's row names.
+object with an entry per table, whose rows are keyed by the guide's row names. Parquet (beyond
+DLProf) is one file per report with typed columns. The rows are streamed through Arrow in
+batches (:mod:`jlprof.reports.encoders`): the text is today's pandas text, at a fraction of the
+time and without a second copy of the report in memory.
 Existing files are kept unless ``force`` (DLProf's ``-f true``); every file is written whole or
 not at all.
 """
@@ -19,11 +22,12 @@ from jlprof import outputs
 from jlprof.errors import OptionError
 from jlprof.outputs import prepare_folder
 from jlprof.reports import REPORTS, catalog
+from jlprof.reports.encoders import WRITERS
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
 
-FORMATS = ("csv", "json")
+FORMATS = ("csv", "json", "parquet")
 
 
 def _plain(v: Any) -> Any:
@@ -55,7 +59,7 @@ def check_outputs(
     if not reports:
         raise OptionError(f"--reports is empty; choose from {', '.join(REPORTS)} or all.")
     if not formats:
-        raise OptionError("--formats is empty; choose csv and/or json.")
+        raise OptionError("--formats is empty; choose from csv, json and parquet.")
     # the guide's §10.1.1 calls the op type report "node_op"; ch. 15 calls it op_type
     chosen = list(REPORTS) if "all" in reports else reports
     chosen = list(dict.fromkeys("op_type" if r == "node_op" else r for r in chosen))
@@ -64,7 +68,7 @@ def check_outputs(
         raise OptionError(f"unknown report {bad[0]!r}; choose from {', '.join(REPORTS)} or all.")
     badf = [f for f in formats if f not in FORMATS]
     if badf:
-        raise OptionError(f"unknown format {badf[0]!r}; choose csv and/or json.")
+        raise OptionError(f"unknown format {badf[0]!r}; choose from csv, json and parquet.")
     check_profile_name(profile_name)
     return chosen, list(dict.fromkeys(formats))
 
@@ -103,14 +107,14 @@ def write_reports(
             continue
         df = catalog.report(p, rep)
         for fmt, target in todo.items():
-            with outputs.written(target) as tmp:
-                if fmt == "csv":
-                    df.to_csv(tmp, index=False)
-                elif rep == "summary":
-                    tmp.write_text(json.dumps(_plain(catalog.summary(p)), indent=2, default=str))
+            with outputs.written_file(target) as f:
+                if fmt == "json" and rep == "summary":
+                    text = json.dumps(_plain(catalog.summary(p)), indent=2, default=str)
+                    f.write(text.encode())
                 else:
-                    df.to_json(tmp, orient="records", indent=2, double_precision=15)
+                    WRITERS[fmt](df, f)
             written.append(target)
+        del df  # one report in memory at a time
     return written
 
 
