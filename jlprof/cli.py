@@ -20,6 +20,7 @@ import time
 import traceback
 from pathlib import Path
 
+from jlprof.console import StageProgress
 from jlprof.distributed import several
 from jlprof.errors import JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options
@@ -75,6 +76,13 @@ def _dump_model_data(prof, path: Path) -> Path:
     return path
 
 
+def _bar(say: _Say, total: int) -> StageProgress:
+    """Stage names: a line each at -v detailed, a progress line after 2 s at normal."""
+    if say.rank >= VERBOSITY.index("detailed"):
+        return StageProgress(total, echo=lambda m: say(m, "detailed"))
+    return StageProgress(total, enabled=say.rank >= VERBOSITY.index("normal"))
+
+
 def run(args: argparse.Namespace, say: _Say) -> int:
     from jlprof.profile import load
 
@@ -110,6 +118,7 @@ def run(args: argparse.Namespace, say: _Say) -> int:
             "(e.g. jlprof python train.py)."
         )
     say(f"loading {db}")
+    bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     prof = load(
         db,
         key_node=args.key_node,
@@ -118,7 +127,7 @@ def run(args: argparse.Namespace, say: _Say) -> int:
         domains=args.domains,
         mode=args.mode,
         profile_name=args.profile_name,
-        progress=lambda m: say(m, "detailed"),
+        progress=bar,
     )
     for w in prof.trace.warnings:
         say(f"warning: {w}", "minimal")
@@ -135,7 +144,8 @@ def run(args: argparse.Namespace, say: _Say) -> int:
             f"Candidates for --key_node: {cands}",
             "minimal",
         )
-    written_paths = prof.write_reports(out, reports, formats, force=args.force)
+    written_paths = prof.write_reports(out, reports, formats, force=args.force, progress=bar)
+    bar.close()
     kept = [
         report_path(out, prof.profile_name, r, f)
         for r in reports

@@ -26,8 +26,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: rows per batch: ~30-60 MB of text for the iteration report, a few ms of Python per batch
-BATCH_ROWS = 131_072
+#: rows per batch: ~15-30 MB of text for the iteration report, about a ms of Python per batch
+BATCH_ROWS = 32_768
 
 Render = Callable[[int, int], pa.Array]
 

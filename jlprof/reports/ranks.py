@@ -227,7 +227,7 @@ def write_rank_reports(
             target = report_path(output, profile_name, name, fmt)
             if target.exists() and not force:
                 continue
-            with outputs.written_file(target) as f:
+            with outputs.written_file(target, background=fmt != "parquet") as f:
                 WRITERS[fmt](df, f)
             done.append(target)
     return done

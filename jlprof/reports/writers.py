@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,12 +93,16 @@ def write_reports(
     reports: list[str] | tuple[str, ...],
     formats: list[str] | tuple[str, ...],
     force: bool,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Write each report in each format; returns the paths written (skipped ones excluded).
+
+    ``progress`` is told each stage by name: ``building <report>``, ``writing <report>.<ext>``.
 
     Each file is written whole or not at all (:func:`jlprof.outputs.written`).
     """
     reports, formats = check_outputs(reports, formats, p.profile_name)
+    say = progress or (lambda _m: None)
     prepare_folder(output)
     written = []
     for rep in reports:
@@ -105,9 +110,11 @@ def write_reports(
         todo = {f: t for f, t in targets.items() if force or not t.exists()}
         if not todo:
             continue
+        say(f"building {rep}")
         df = catalog.report(p, rep)
         for fmt, target in todo.items():
-            with outputs.written_file(target) as f:
+            say(f"writing {rep}.{fmt}")
+            with outputs.written_file(target, background=fmt != "parquet") as f:
                 if fmt == "json" and rep == "summary":
                     text = json.dumps(_plain(catalog.summary(p)), indent=2, default=str)
                     f.write(text.encode())
