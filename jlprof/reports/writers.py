@@ -28,7 +28,7 @@ from jlprof.reports.encoders import WRITERS
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
 
-FORMATS = ("csv", "json", "parquet")
+FORMATS = tuple(WRITERS)  # csv, json, parquet
 
 
 def _plain(v: Any) -> Any:
