@@ -47,15 +47,18 @@ def load() -> str:
     return Path("/proc/loadavg").read_text().split(" ")[0]
 
 
-def timed(cmd: list[str], env: dict | None = None) -> dict:
-    """Wall seconds and peak RSS (MB) of ``cmd`` through GNU time."""
+def timed(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> dict:
+    """Wall seconds, CPU seconds (user + system: steadier than wall on a shared box) and peak
+    RSS (MB) of ``cmd`` through GNU time."""
     subprocess.run(["sync"], check=False)
     before = load()
     res = subprocess.run(
-        ["/usr/bin/time", "-f", "TIME %e %M", *cmd], capture_output=True, text=True, env=env
-    )
+        ["/usr/bin/time", "-f", "TIME %e %M %U %S", *cmd],
+        capture_output=True, text=True, env=env, cwd=cwd,
+    )  # fmt: skip
     line = [x for x in res.stderr.splitlines() if x.startswith("TIME ")][-1].split()
     out = {"wall_s": float(line[1]), "rss_mb": int(line[2]) / 1024, "rc": res.returncode}
+    out["cpu_s"] = float(line[3]) + float(line[4])
     out["load_before"] = before
     if res.returncode:
         out["stderr_tail"] = res.stderr[-2000:]
@@ -66,13 +69,13 @@ def fetch(export: Path) -> dict:
     return timed([sys.executable, "-c", FETCH_CHILD, str(export), *FETCH])
 
 
-def cli(export: Path, formats: str, scratch: Path) -> dict:
+def cli(export: Path, formats: str, scratch: Path, src: Path = ROOT) -> dict:
     out = Path(tempfile.mkdtemp(prefix="cli-", dir=scratch))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(src)}
     cmd = [sys.executable, "-m", "jlprof", f"--database={export}", "--key_node=optimizer_step",
            "--reports=all", f"--formats={formats}", f"--output_path={out}",
            "--profile_name=bench", "-v", "quiet"]  # fmt: skip
-    r = timed(cmd, env)
+    r = timed(cmd, env, cwd=src)  # `python -m` puts the working folder first on sys.path
     files = sorted(p for p in out.iterdir() if p.is_file())
     r["files"] = len(files)
     r["bytes_written"] = sum(p.stat().st_size for p in files)
@@ -100,15 +103,24 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--nsys-repeat", type=int, default=None, help="default: --repeat")
     ap.add_argument("--scratch", type=Path, default=None, help="folder for the outputs")
+    ap.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="another jlprof source tree (e.g. `git archive main`) to time the same command with",
+    )
     args = ap.parse_args()
     scratch = args.scratch or args.export.parent
     n_nsys = args.repeat if args.nsys_repeat is None else args.nsys_repeat
-    runs: dict[str, list] = {"fetch": [], "cli": [], "nsys": []}
+    runs: dict[str, list] = {"fetch": [], "cli": [], "nsys": [], "cli_baseline": []}
     for i in range(args.repeat):
         runs["fetch"].append(fetch(args.export))
         print("fetch", runs["fetch"][-1], flush=True)
         runs["cli"].append(cli(args.export, args.formats, scratch))
         print("cli", runs["cli"][-1], flush=True)
+        if args.baseline_src:
+            runs["cli_baseline"].append(cli(args.export, args.formats, scratch, args.baseline_src))
+            print("cli_baseline", runs["cli_baseline"][-1], flush=True)
         if i < n_nsys:
             r = nsys_stats(args.export, scratch)
             if r is not None:
@@ -122,7 +134,12 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
         "loads_before": [r["load_before"] for v in runs.values() for r in v],
         "median": {
-            k: {"wall_s": med(v, "wall_s"), "rss_mb": med(v, "rss_mb"), "n": len(v)}
+            k: {
+                "wall_s": med(v, "wall_s"),
+                "cpu_s": med(v, "cpu_s"),
+                "rss_mb": med(v, "rss_mb"),
+                "n": len(v),
+            }
             for k, v in runs.items()
             if v
         },
@@ -139,7 +156,9 @@ def main() -> None:
     files = runs["cli"][-1]
     print(
         f"| {args.export.name} | {args.formats} | {m['fetch']['wall_s']:.2f} s, "
-        f"{m['fetch']['rss_mb']:.0f} MB | {m['cli']['wall_s']:.2f} s, {m['cli']['rss_mb']:.0f} MB"
+        f"{m['fetch']['rss_mb']:.0f} MB | {m['cli']['wall_s']:.2f} s "
+        f"(cpu {m['cli']['cpu_s']:.2f} s),"
+        f" {m['cli']['rss_mb']:.0f} MB"
         f" ({files['files']} files, {files['bytes_written'] / 1e6:.0f} MB) | {ratio:.2f} | "
         + (
             f"{m['nsys']['wall_s']:.1f} s, {m['nsys']['rss_mb']:.0f} MB (n={m['nsys']['n']}) | "
@@ -149,6 +168,12 @@ def main() -> None:
         )
         + f" loads {', '.join(summary['loads_before'])} |"
     )
+    if "cli_baseline" in m:
+        b = m["cli_baseline"]
+        print(
+            f"baseline ({args.baseline_src}): {b['wall_s']:.2f} s (cpu {b['cpu_s']:.2f} s), "
+            f"{b['rss_mb']:.0f} MB"
+        )
     print(f"wrote {out}")
 
 

@@ -19,6 +19,7 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
@@ -65,16 +66,6 @@ def _coded(values: Any) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int32, copy=False), np.asarray(uniq, dtype=object)
 
 
-def _by_code(codes: np.ndarray, rendered: list[str], missing: str) -> Render:
-    table = pa.array([*rendered, missing], pa.string())
-    codes = np.where(codes < 0, len(rendered), codes).astype(np.int32)
-
-    def render(lo: int, hi: int) -> pa.Array:
-        return table.take(pa.array(codes[lo:hi]))
-
-    return render
-
-
 def _plain_kind(s: pd.Series) -> str | None:
     """``int``/``bool``/``float`` for numpy columns Arrow formats itself, ``coded`` for columns
     rendered per distinct value, None for those left to pandas."""
@@ -96,51 +87,145 @@ def _plain_kind(s: pd.Series) -> str | None:
     return None
 
 
-def _csv_column(s: pd.Series) -> Render | None:
+@dataclass
+class Coded:
+    """A column (or a run of adjacent columns) as codes into its rendered distinct texts."""
+
+    codes: np.ndarray  # int32 indices into ``table``
+    table: Any  # list[str], then a pyarrow string array once planned
+
+
+Part = Coded | Render
+
+#: integer columns spanning at most this share of the rows are rendered per distinct value
+_INT_CODED_SHARE = 1 / 16
+#: a run of coded columns is merged only while its distinct combinations stay this few
+_MAX_COMBOS = 1 << 16
+
+
+def _coded_part(codes: np.ndarray, rendered: list[str], missing: str) -> Coded:
+    return Coded(np.where(codes < 0, len(rendered), codes).astype(np.int32), [*rendered, missing])
+
+
+def _small_ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Codes and distinct values of an integer column of a narrow range, else None."""
+    if len(a) == 0:
+        return None
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo > max(256, int(len(a) * _INT_CODED_SHARE)):
+        return None
+    off = (a - lo).astype(np.int64) if a.dtype.kind == "i" else (a - np.uint64(lo)).astype(np.int64)
+    present = np.zeros(hi - lo + 1, bool)
+    present[off] = True
+    uniq = np.flatnonzero(present)
+    remap = np.zeros(hi - lo + 1, np.int32)
+    remap[uniq] = np.arange(len(uniq), dtype=np.int32)
+    return remap[off], uniq
+
+
+def _part(s: pd.Series, fmt: str) -> Part | None:
+    """How one column is rendered in ``fmt`` (csv/json); None: a dtype only pandas formats."""
     kind = _plain_kind(s)
     if kind == "int":
         a = s.to_numpy()
+        small = _small_ints(a)
+        if small is not None:  # Python's int text: what both pandas writers print
+            base = int(a.min())
+            return Coded(small[0], [str(base + int(v)) for v in small[1]])
         return lambda lo, hi: pc.cast(pa.array(a[lo:hi]), pa.string())
     if kind == "bool":
-        b = s.to_numpy()
-        return lambda lo, hi: pc.if_else(pa.array(b[lo:hi]), "True", "False")
+        words = ["False", "True"] if fmt == "csv" else ["false", "true"]
+        return Coded(s.to_numpy().astype(np.int32), words)
     if kind == "float":
         f = s.to_numpy()
-
-        def floats(lo: int, hi: int) -> pa.Array:
-            part = f[lo:hi]
-            text = part.astype(str)  # what pandas writes: numpy's repr of each float
-            text[np.isnan(part)] = ""
-            return pa.array(text, pa.string())
-
-        return floats
+        return _csv_floats(f) if fmt == "csv" else _json_floats(f)
     if kind == "coded":
         codes, uniq = _coded(s)
-        return _by_code(codes, [_csv_field(v) for v in uniq], "")
+        if fmt == "csv":
+            return _coded_part(codes, [_csv_field(v) for v in uniq], "")
+        return _coded_part(codes, _json_values(uniq), "null")
     return None
 
 
-def _json_column(s: pd.Series) -> Render | None:
-    kind = _plain_kind(s)
-    if kind == "int":
-        a = s.to_numpy()
-        return lambda lo, hi: pc.cast(pa.array(a[lo:hi]), pa.string())
-    if kind == "bool":
-        b = s.to_numpy()
-        return lambda lo, hi: pc.if_else(pa.array(b[lo:hi]), "true", "false")
-    if kind == "float":
-        f = s.to_numpy()
+def _csv_floats(f: np.ndarray) -> Render:
+    def floats(lo: int, hi: int) -> pa.Array:
+        part = f[lo:hi]
+        text = part.astype(str)  # what pandas writes: numpy's repr of each float
+        text[np.isnan(part)] = ""
+        return pa.array(text, pa.string())
 
-        def floats(lo: int, hi: int) -> pa.Array:
-            # pandas' own encoder, so the 15-digit rounding is exactly today's
-            text = pd.Series(f[lo:hi]).to_json(orient="values", double_precision=15)
-            return pa.array(text[1:-1].split(",") if hi > lo else [], pa.string())
+    return floats
 
-        return floats
-    if kind == "coded":
-        codes, uniq = _coded(s)
-        return _by_code(codes, _json_values(uniq), "null")
-    return None
+
+def _json_floats(f: np.ndarray) -> Render:
+    def floats(lo: int, hi: int) -> pa.Array:
+        # pandas' own encoder, so the 15-digit rounding is exactly today's
+        text = pd.Series(f[lo:hi]).to_json(orient="values", double_precision=15)
+        return pa.array(text[1:-1].split(",") if hi > lo else [], pa.string())
+
+    return floats
+
+
+def _merge(a: Coded, b: Coded, glue: str) -> Coded | None:
+    """One coded part for two adjacent ones (``a`` + ``glue`` + ``b`` per distinct pair), or
+    None when they have too many distinct pairs to be worth it."""
+    nb = len(b.table)
+    span = len(a.table) * nb
+    if span > 1 << 26:
+        return None
+    key = a.codes.astype(np.int64) * nb + b.codes
+    present = np.zeros(span, bool)
+    present[key] = True
+    uniq = np.flatnonzero(present)
+    if len(uniq) > _MAX_COMBOS:
+        return None
+    remap = np.zeros(span, np.int32)
+    remap[uniq] = np.arange(len(uniq), dtype=np.int32)
+    ta, tb = a.table, b.table
+    return Coded(remap[key], [ta[u // nb] + glue + tb[u % nb] for u in uniq.tolist()])
+
+
+def _row_plan(parts: list[Part], glues: list[str], end: str) -> list[Any]:
+    """A row as join arguments: adjacent coded columns merged into one (fewer arguments, the
+    join's cost), each glue (the text before a column) and the row's end folded into coded
+    tables where they touch one."""
+    plan: list[Any] = []
+    for glue, part in zip(glues, parts, strict=True):
+        last = plan[-1] if plan else None
+        if isinstance(part, Coded):
+            if isinstance(last, Coded):
+                merged = _merge(last, part, glue)
+                if merged is not None:
+                    plan[-1] = merged
+                    continue
+            plan.append(Coded(part.codes, [glue + t for t in part.table]) if glue else part)
+        else:
+            if glue:
+                plan.append(glue)
+            plan.append(part)
+    if plan and isinstance(plan[-1], Coded):
+        plan[-1] = Coded(plan[-1].codes, [t + end for t in plan[-1].table])
+    else:
+        plan.append(end)
+    for p in plan:
+        if isinstance(p, Coded):
+            p.table = pa.array(p.table, pa.string())
+    return plan
+
+
+def _rows(plan: list[Any], lo: int, hi: int) -> memoryview:
+    """The text of rows ``lo:hi``."""
+    args: list[Any] = []
+    for p in plan:
+        if isinstance(p, Coded):
+            args.append(p.table.take(pa.array(p.codes[lo:hi])))
+        elif isinstance(p, str):
+            args.append(p)
+        else:
+            args.append(p(lo, hi))
+    if not any(isinstance(a, pa.Array) for a in args):
+        args.insert(0, pa.array([""] * (hi - lo), pa.string()))
+    return _joined(args)
 
 
 def _joined(parts: list[Any]) -> memoryview:
@@ -162,18 +247,17 @@ def _batches(n: int, rows: int) -> Iterator[tuple[int, int]]:
 
 def write_csv(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
     """``df.to_csv(out, index=False)``, byte for byte, in batches of ``rows``."""
-    renders = [_csv_column(df[c]) for c in df.columns] if len(df.columns) > 1 else [None]
-    if any(r is None for r in renders):  # a dtype only pandas formats (or one column)
+    parts = [_part(df[c], "csv") for c in df.columns] if len(df.columns) > 1 else [None]
+    if any(p is None for p in parts):  # a dtype only pandas formats (or one column)
         for i, (lo, hi) in enumerate(_batches(max(len(df), 1), rows)):
             out.write(df.iloc[lo:hi].to_csv(index=False, header=i == 0).encode())
         return
     out.write((",".join(_csv_field(str(c)) for c in df.columns) + "\n").encode())
+    if len(df) == 0:
+        return
+    plan = _row_plan(parts, ["", *[","] * (len(parts) - 1)], "\n")  # type: ignore[arg-type]
     for lo, hi in _batches(len(df), rows):
-        parts: list[Any] = []
-        for r in renders:
-            parts += [r(lo, hi), ","]  # type: ignore[misc]
-        parts[-1] = "\n"
-        out.write(_joined(parts))
+        out.write(_rows(plan, lo, hi))
 
 
 def write_json(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
@@ -182,19 +266,17 @@ def write_json(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None
     if len(df) == 0:
         out.write(b"[]")
         return
-    renders = [_json_column(df[c]) for c in df.columns]
-    if any(r is None for r in renders) or len(df.columns) == 0:
+    parts = [_part(df[c], "json") for c in df.columns]
+    if any(p is None for p in parts) or len(df.columns) == 0:
         _json_by_pandas(df, out, rows)
         return
     keys = [json.dumps(str(c)) for c in df.columns]
+    glues = [("  {\n    " if i == 0 else ",\n    ") + k + ":" for i, k in enumerate(keys)]
+    plan = _row_plan(parts, glues, "\n  },\n")  # type: ignore[arg-type]
     out.write(b"[\n")
     last = len(df)
     for lo, hi in _batches(len(df), rows):
-        parts: list[Any] = []
-        for i, (k, r) in enumerate(zip(keys, renders, strict=True)):
-            parts += [("  {\n    " if i == 0 else ",\n    ") + k + ":", r(lo, hi)]  # type: ignore[misc]
-        parts.append("\n  },\n")
-        text = _joined(parts)
+        text = _rows(plan, lo, hi)
         out.write(text[:-2] if hi == last else text)  # no comma after the last record
     out.write(b"\n]")
 

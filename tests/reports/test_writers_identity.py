@@ -148,3 +148,22 @@ def test_parquet_round_trip_keeps_types(fixture_exports, tmp_path):
     assert it.schema.field("Kernel Name").type.value_type in ("string", "large_string") or str(
         it.schema.field("Kernel Name").type
     ).startswith("dictionary")
+
+
+def test_columns_left_unmerged_when_their_combinations_are_many(monkeypatch):
+    """Adjacent low-cardinality columns are written as one; past the limit, one by one."""
+    rng = np.random.default_rng(0)
+    n = 500
+    df = pd.DataFrame(
+        {
+            "a": pd.Categorical(rng.choice(["x", "y,z", 'q"', ""], n)),
+            "b": rng.integers(0, 40, n),
+            "c": rng.random(n) < 0.5,
+            "t (ns)": rng.integers(0, 2**40, n),
+            "d": pd.Categorical(rng.choice(["m", None, "n\no"], n)),
+            "e": rng.integers(-5, 5, n).astype(np.int16),
+        }
+    )
+    assert_same_files(df, rows=64)
+    monkeypatch.setattr(encoders, "_MAX_COMBOS", 3)
+    assert_same_files(df, rows=64)
