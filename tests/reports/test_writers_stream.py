@@ -79,3 +79,12 @@ def test_cli_writes_parquet_reports(export, tmp_path):
     assert (
         it.column("GPU Time (ns)").to_pylist() == prof.report("iteration")["GPU Time (ns)"].tolist()
     )
+
+
+def test_the_magic_accepts_parquet():
+    pytest.importorskip("IPython")
+    from jlprof.magics import options as magic_options
+    from jlprof.magics.dlprof import DlprofMagics
+
+    ns = DlprofMagics.dlprof.parser.parse_args(["--formats=parquet,csv", "--database=x.sqlite"])
+    assert magic_options.from_namespace(ns, cell=False).formats == ["parquet", "csv"]
