@@ -77,6 +77,8 @@ def cli(export: Path, formats: str, scratch: Path, src: Path = ROOT) -> dict:
            "--profile_name=bench", "-v", "quiet"]  # fmt: skip
     r = timed(cmd, env, cwd=src)  # `python -m` puts the working folder first on sys.path
     files = sorted(p for p in out.iterdir() if p.is_file())
+    if r["rc"]:
+        raise SystemExit(f"the command failed: {' '.join(cmd)}\n{r['stderr_tail']}")
     r["files"] = len(files)
     r["bytes_written"] = sum(p.stat().st_size for p in files)
     shutil.rmtree(out)
@@ -110,6 +112,7 @@ def main() -> None:
         help="another jlprof source tree (e.g. `git archive main`) to time the same command with",
     )
     args = ap.parse_args()
+    args.export = args.export.resolve()  # the commands run from other folders
     scratch = args.scratch or args.export.parent
     n_nsys = args.repeat if args.nsys_repeat is None else args.nsys_repeat
     runs: dict[str, list] = {"fetch": [], "cli": [], "nsys": [], "cli_baseline": []}

@@ -75,6 +75,11 @@ def written_file(
         pipe.close()
 
 
+#: bytes per write(2): on ext4 here, 28 MB writes cost 3-6x the system time of 1-4 MB ones
+#: (875 MB: 0.5-1.7 s vs 0.2 s)
+_WRITE_SLICE = 2 * 1024 * 1024
+
+
 class _Pipe:
     """A write-only file whose writes happen in a thread, in order; the buffers are kept
     alive until written (``memoryview`` of Arrow buffers included)."""
@@ -97,7 +102,9 @@ class _Pipe:
                 item.set()
             elif self.error is None and not self.aborted:
                 try:
-                    self.f.write(item)
+                    view = memoryview(item).cast("B")
+                    for i in range(0, len(view), _WRITE_SLICE):
+                        self.f.write(view[i : i + _WRITE_SLICE])
                 except BaseException as exc:  # re-raised in the writing thread
                     self.error = exc
 
