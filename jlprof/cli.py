@@ -22,6 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
+from jlprof.console import StageProgress
 from jlprof.distributed import several
 from jlprof.errors import JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
@@ -92,6 +93,13 @@ def _dump_model_data(prof, path: Path) -> Path:
     return path
 
 
+def _bar(say: _Say, total: int) -> StageProgress:
+    """Stage names: a line each at -v detailed, a progress line after 2 s at normal."""
+    if say.rank >= VERBOSITY.index("detailed"):
+        return StageProgress(total, echo=lambda m: say(m, "detailed"))
+    return StageProgress(total, enabled=say.rank >= VERBOSITY.index("normal"))
+
+
 def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> int:
     from jlprof.profile import load
 
@@ -130,6 +138,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
             "(e.g. jlprof python train.py)."
         )
     say(f"loading {db}")
+    bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     prof = load(
         db,
         key_node=args.key_node,
@@ -138,7 +147,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
         domains=args.domains,
         mode=args.mode,
         profile_name=args.profile_name,
-        progress=lambda m: say(m, "detailed"),
+        progress=bar,
     )
     for w in prof.trace.warnings:
         say(f"warning: {w}", "minimal")
@@ -159,7 +168,8 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     if dropped:
         say(f"note: not written: {', '.join(dropped)}; the only report of simple mode is "
             "'kernel' (guide §15.1.4)", "minimal")  # fmt: skip
-    written_paths = prof.write_reports(out, reports, formats, force=args.force)
+    written_paths = prof.write_reports(out, reports, formats, force=args.force, progress=bar)
+    bar.close()
     kept = [
         report_path(out, prof.profile_name, r, f)
         for r in reports

@@ -185,7 +185,8 @@ OPTIONS: tuple[Option, ...] = (
            magic_default=["summary"],
            magic_help=f"report(s) to write: {', '.join(_REPORT_WORDS)} (default summary)"),
     Option("formats", ("--formats", "--file_formats"), parse_list, ["csv"],
-           "file format(s): csv, json (default csv); by commas or by spaces ended with --",
+           "file format(s): csv, json, parquet (default csv; parquet: typed columns, beyond "
+           "DLProf); by commas or by spaces ended with --",
            "--formats", OUTPUT, metavar="FORMAT", member=FORMATS.__contains__),
     Option("dump_model_data", ("--dump_model_data",), parse_bool, False,
            "if true, write the raw correlated model data as <profile_name>_model_data.json",

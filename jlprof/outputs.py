@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import queue
 import re
 import secrets
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 from jlprof.errors import OutputError
 
@@ -46,6 +49,90 @@ def written(target: str | os.PathLike[str], flag: str = "--output_path") -> Iter
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def written_file(
+    target: str | os.PathLike[str], flag: str = "--output_path", *, background: bool = False
+) -> Iterator[IO[bytes]]:
+    """Like :func:`written`, but yield the temporary file open for binary writing (streaming
+    writers); closed before the rename.
+
+    ``background``: writes go through a thread (a queue of a few buffers), so the next batch is
+    formatted while the kernel copies the last one to disk; errors surface in the writer's
+    thread at its next write or at the end of the block. The yielded object then only writes.
+    """
+    with written(target, flag) as tmp, open(tmp, "wb") as f:
+        if not background:
+            yield f
+            return
+        pipe = _Pipe(f)
+        try:
+            yield pipe  # type: ignore[misc]
+        except BaseException:
+            pipe.abort()
+            raise
+        pipe.close()
+
+
+#: bytes per write(2): on ext4 here, 28 MB writes cost 3-6x the system time of 1-4 MB ones
+#: (875 MB: 0.5-1.7 s vs 0.2 s)
+_WRITE_SLICE = 2 * 1024 * 1024
+
+
+class _Pipe:
+    """A write-only file whose writes happen in a thread, in order; the buffers are kept
+    alive until written (``memoryview`` of Arrow buffers included)."""
+
+    def __init__(self, f: IO[bytes], depth: int = 2) -> None:
+        self.f = f
+        self.name = f.name
+        self.q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self.error: BaseException | None = None
+        self.aborted = False
+        self.thread = threading.Thread(target=self._run, name="jlprof-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+            elif self.error is None and not self.aborted:
+                try:
+                    view = memoryview(item).cast("B")
+                    for i in range(0, len(view), _WRITE_SLICE):
+                        self.f.write(view[i : i + _WRITE_SLICE])
+                except BaseException as exc:  # re-raised in the writing thread
+                    self.error = exc
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def write(self, data: Any) -> int:
+        self._check()
+        self.q.put(data)
+        return len(data)
+
+    def flush(self) -> None:
+        done = threading.Event()
+        self.q.put(done)
+        done.wait()
+        self._check()
+        self.f.flush()
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join()
+        self._check()
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.q.put(None)
+        self.thread.join()
 
 
 def prepare_folder(folder: str | os.PathLike[str], flag: str = "--output_path") -> Path:
@@ -134,4 +221,5 @@ __all__ = [
     "prepare_folder",
     "remove_stale_partials",
     "written",
+    "written_file",
 ]

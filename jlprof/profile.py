@@ -66,11 +66,13 @@ class Profile(Analysis):
         reports: list[str] | tuple[str, ...] = REPORTS,
         formats: list[str] | tuple[str, ...] = ("csv",),
         force: bool = False,
+        progress: Callable[[str], None] | None = None,
     ) -> list[Path]:
-        """Write ``<profile_name>_<report>.<ext>`` files; existing files kept unless force."""
+        """Write ``<profile_name>_<report>.<ext>`` files; existing files kept unless force.
+        ``progress`` is told each stage ("building iteration", "writing iteration.csv")."""
         from jlprof.reports.writers import write_reports
 
-        return write_reports(self, Path(output_path), reports, formats, force)
+        return write_reports(self, Path(output_path), reports, formats, force, progress)
 
     def save(self, path: str | Path) -> Path:
         """Save the normalised trace as a jlprof database for fast re-analysis."""

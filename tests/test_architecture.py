@@ -25,7 +25,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("jlprof.widgets",),
     ("jlprof.profile",),
     ("jlprof.distributed",),  # many ranks on Dask: Profiles on workers, cross-rank reports
-    ("jlprof.magics", "jlprof.cli", "jlprof.options", "jlprof.commands", "jlprof.__main__"),
+    (
+        "jlprof.magics",
+        "jlprof.cli",
+        "jlprof.options",
+        "jlprof.commands",
+        "jlprof.console",
+        "jlprof.__main__",
+    ),
 )
 
 

@@ -177,7 +177,7 @@ CASES = {
         absent=("escape_summary.csv", "../escape_summary.csv", "out"),
     ),
     "profile_name_empty": Case(args("--profile_name="), 2, "--profile_name is empty"),
-    "formats_empty": Case(args("--formats="), 2, "--formats is empty; choose csv"),
+    "formats_empty": Case(args("--formats="), 2, "--formats is empty; choose from csv"),
     "format_unknown_before_load": Case(
         lambda d, _db: [
             f"--output_path={d / 'out'}",
@@ -185,7 +185,7 @@ CASES = {
             f"--database={d / 'missing.sqlite'}",
         ],
         2,
-        "unknown format 'xml'; choose csv and/or json",
+        "unknown format 'xml'; choose from csv, json and parquet",
     ),
     "output_path_is_a_file": Case(out_is_file, 2, "out is a file, not a folder; choose another"),
     "output_path_under_a_file": Case(out_under_file, 2, "out is a file, not a folder"),
@@ -264,15 +264,17 @@ def test_profiled_program_failure_is_the_exit_status(tmp_path, export, monkeypat
 
 def test_write_error_midway_leaves_no_file(tmp_path, export, reference, monkeypatch, capsys):
     """ENOSPC after half of a JSON report (injected): one line, exit 2, no cut file."""
-    real = pd.DataFrame.to_json
+    from jlprof.reports import encoders
 
-    def full_disk(self, path=None, *a, **k):
-        if path is not None and "dlprof_iteration" in str(path):
-            Path(path).write_text('[{"Iteration": 0, ')
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return real(self, path, *a, **k)
+    real = encoders.WRITERS["json"]
 
-    monkeypatch.setattr(pd.DataFrame, "to_json", full_disk)
+    def full_disk(df, out, *a, **k):
+        if "dlprof_iteration" in str(out.name):
+            out.write(b'[{"Iteration": 0, ')
+            raise OSError(errno.ENOSPC, "No space left on device", str(out.name))
+        return real(df, out, *a, **k)
+
+    monkeypatch.setitem(encoders.WRITERS, "json", full_disk)
     rc = main(cli_args(export, tmp_path / "out"))
     assert rc == 2
     line = error_line(capsys.readouterr().err)
@@ -335,15 +337,15 @@ def test_read_only_output_folder_injected(tmp_path, export, monkeypatch, capsys)
 
 SLOW_WRITER = """
 import sys, time
-import pandas as pd
+from jlprof.reports import encoders
 
-def slow(self, path=None, *a, **k):  # writes a little, then hangs mid-report
-    with open(path, "w") as fh:
-        fh.write("Kernel Name,")
-    print("WRITING", path, flush=True)
+def slow(df, out, *a, **k):  # streams a little, then hangs mid-report
+    out.write(b"Kernel Name,")
+    out.flush()
+    print("WRITING", out.name, flush=True)
     time.sleep(120)
 
-pd.DataFrame.to_csv = slow
+encoders.WRITERS["csv"] = slow
 from jlprof.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -178,14 +178,17 @@ class DiffResult:
         profile_name: str = DEFAULT_PROFILE_NAME,
         force: bool = False,
     ) -> list[Path]:
-        """Write ``<profile_name>_<table>.<csv|json>`` for each of ``DIFF_TABLES``; existing
+        """Write ``<profile_name>_<table>.<csv|json|parquet>`` for each of ``DIFF_TABLES``; existing
         files kept unless ``force``; each file whole or not at all."""
+        from jlprof.reports.encoders import WRITERS
         from jlprof.reports.writers import FORMATS, check_profile_name
 
         check_profile_name(profile_name)
         bad = [f for f in formats if f not in FORMATS]
         if bad or not formats:
-            raise OptionError(f"unknown format {bad[0] if bad else ''!r}; choose csv and/or json.")
+            raise OptionError(
+                f"unknown format {bad[0] if bad else ''!r}; choose from {', '.join(FORMATS)}."
+            )
         out = prepare_folder(output_path)
         done = []
         for name in DIFF_TABLES:
@@ -193,15 +196,11 @@ class DiffResult:
                 target = out / f"{profile_name.replace(' ', '_')}_{name}.{fmt}"
                 if target.exists() and not force:
                     continue
-                with outputs.written(target) as tmp:
-                    if fmt == "json" and name == "diff_summary":
-                        tmp.write_text(json.dumps(self.summary(), indent=2, default=str))
-                    elif fmt == "json":
-                        self.table(name).to_json(
-                            tmp, orient="records", indent=2, double_precision=15
-                        )
+                with outputs.written_file(target, background=fmt != "parquet") as f:
+                    if name == "diff_summary" and fmt == "json":  # one object, not records
+                        f.write(json.dumps(self.summary(), indent=2, default=str).encode())
                     else:
-                        self.table(name).to_csv(tmp, index=False)
+                        WRITERS[fmt](self.table(name), f)
                 done.append(target)
         return done
 

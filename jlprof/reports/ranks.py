@@ -217,6 +217,7 @@ def write_rank_reports(
     force: bool,
 ) -> list[Path]:
     """Write the cross-rank tables as ``<profile_name>_<report>.<ext>`` (whole or not at all)."""
+    from jlprof.reports.encoders import WRITERS
     from jlprof.reports.writers import report_path
 
     prepare_folder(output)
@@ -226,10 +227,7 @@ def write_rank_reports(
             target = report_path(output, profile_name, name, fmt)
             if target.exists() and not force:
                 continue
-            with outputs.written(target) as tmp:
-                if fmt == "csv":
-                    df.to_csv(tmp, index=False)
-                else:
-                    df.to_json(tmp, orient="records", indent=2, double_precision=15)
+            with outputs.written_file(target, background=fmt != "parquet") as f:
+                WRITERS[fmt](df, f)
             done.append(target)
     return done
