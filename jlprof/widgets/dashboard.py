@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 from bokeh.document import Document
+from bokeh.layouts import column
 
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.frontend import in_kernel
+from jlprof.widgets.panels import Panels
 from jlprof.widgets.static import cards_html, fill, static_html
 from jlprof.widgets.views import Views
 
@@ -82,8 +84,11 @@ class Dashboard(w.VBox):
         self._no_hints = w.HTML("<i>No problems found for this range.</i>")
         self._busy = False
         self.views = Views(profile.correlated.t_first_ns, no_kernels=data.why_no_kernels(profile))
+        self.panels = Panels()  # the Viewer panels, below the views; picks dim other kernels
+        self.panels.batch, self.panels.on_op = self._batch, self.views.highlight_ops
+        self.root = column(self.views.layout, self.panels.layout)
         self.doc = Document()
-        self.doc.add_root(self.views.layout)
+        self.doc.add_root(self.root)
         # ---- controls
         n = profile.iterations.count
         self.range_slider = w.IntRangeSlider(
@@ -128,7 +133,7 @@ class Dashboard(w.VBox):
         self.refresh(key_node_changed=True)
         # created after the first fill: its render bundle carries the data (patches sent
         # before a view exists would be lost)
-        self.bokeh = BatchedBokehModel(self.views.layout)
+        self.bokeh = BatchedBokehModel(self.root)
         super().__init__([controls, self.cards, self.hints, self.bokeh])
         self.add_class("jlprof-dashboard")
 
@@ -183,6 +188,7 @@ class Dashboard(w.VBox):
                 self._set_slider(lo, hi)
                 self._sync_key_node_box()
             self._update_node()
+            self.panels.update(p, lo, hi)
             self.cards.value = cards_html(data.headline(p, lo, hi))
             self._update_hints(data.hints(p, lo, hi))
         finally:
