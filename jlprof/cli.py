@@ -207,6 +207,11 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["view"]:  # `jlprof view PROFILE`: a sub-command of its own module
+        from jlprof.viewer import main as view
+
+        return view(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     say = _Say(args.verbosity)

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("jlprof.widgets",),
     ("jlprof.profile",),
     ("jlprof.distributed",),  # many ranks on Dask: Profiles on workers, cross-rank reports
-    ("jlprof.magics", "jlprof.cli", "jlprof.options", "jlprof.__main__"),
+    ("jlprof.magics", "jlprof.cli", "jlprof.options", "jlprof.viewer", "jlprof.__main__"),
 )
 
 
