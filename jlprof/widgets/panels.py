@@ -138,7 +138,7 @@ class Panels:
         )
         f = figure(
             height=300, width=HALF, title="Resource usage (% of wall time, summary categories)",
-            tools="save", x_range=Range1d(-1.1, 2.4), y_range=Range1d(-1.1, 1.1),
+            tools="save", x_range=Range1d(-1.1, 1.1), y_range=Range1d(-1.1, 1.1),
         )  # fmt: skip
         w = f.wedge(x=0, y=0, radius=1.0, start_angle="start_angle", end_angle="end_angle",
                     color="color", line_color="white", legend_field="label",
@@ -146,8 +146,8 @@ class Panels:
         f.add_tools(HoverTool(renderers=[w], tooltips=[("", "@label: @pct{0.00} %")]))
         f.axis.visible = False
         f.grid.visible = False
-        f.legend.location = "center_right"
         f.legend.label_text_font_size = "9pt"
+        f.add_layout(f.legend[0], "right")
         self.pie_fig = f
 
     def _gpus(self) -> None:
@@ -255,8 +255,8 @@ class Panels:
                                                ("picked kernel", "@gpu_ms{0.000} ms")]),
         )  # fmt: skip
         f.legend.orientation = "horizontal"
-        f.legend.location = "top_left"
         f.legend.label_text_font_size = "9pt"
+        f.add_layout(f.legend[0], "above")
         self.kbi_fig = f
 
     def _iterations_by_op(self) -> None:
@@ -274,8 +274,8 @@ class Panels:
             ("iteration", "@iteration"), ("calls", "@calls"), ("GPU", "@gpu_ms{0.000} ms"),
             ("CPU", "@cpu_ms{0.000} ms")]))  # fmt: skip
         f.legend.orientation = "horizontal"
-        f.legend.location = "top_left"
         f.legend.label_text_font_size = "9pt"
+        f.add_layout(f.legend[0], "above")
         self.ibo_fig = f
 
     # ---- updates ---------------------------------------------------------------------------
