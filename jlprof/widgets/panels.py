@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from bokeh.layouts import column, row
 from bokeh.models import (
+    BoxAnnotation,
     ColumnDataSource,
     DataTable,
     Div,
@@ -90,6 +91,11 @@ class Panels:
         self.kernel: tuple[int, int] | None = None  # picked (kernel code, op)
         self._ops_of: Analysis | None = None  # the profile whose ops the table lists
         self._ops_order = np.zeros(0, np.int64)  # the table's rows: ops in this order
+        # what the per-iteration charts show (they span every iteration, the range is a
+        # shaded box: a range change moves two boxes instead of redrawing ~7,000 bars)
+        self._kbi_key: tuple = ()
+        self._ibo_key: tuple = ()
+        self._kernel_key: tuple = ()
         self._busy = False
         # set by the owner: a context that sends the changes made inside as one patch, and
         # what to do when the picked op changes (the dashboard dims other ops' kernels)
@@ -122,7 +128,7 @@ class Panels:
             self.kbi_fig,
             self.ibo_fig,
         )
-        _one_way(self.layout)
+        _one_way(self.layout, self.kbi_box, self.ibo_box)
         if interactive:
             self.ops_src.selected.on_change("indices", self._on_op_row)
             self.top_src.selected.on_change("indices", self._on_top_bar)
@@ -234,7 +240,7 @@ class Panels:
         self.kernel_iter_src = ColumnDataSource({"iteration": [], "gpu_ms": [], "calls": []})
         f = figure(
             height=240, width=WIDTH,
-            title="Kernels by Iteration (GPU ms per iteration; pick a kernel for its iterations)",
+            title="Kernels by Iteration (GPU ms; selected range shaded; pick a kernel)",
             tools="xpan,xwheel_zoom,reset,save" if self.interactive else "save",
             x_axis_label="iteration", y_axis_label="GPU ms",
         )  # fmt: skip
@@ -257,6 +263,8 @@ class Panels:
         f.legend.orientation = "horizontal"
         f.legend.label_text_font_size = "9pt"
         f.add_layout(f.legend[0], "above")
+        self.kbi_box = _range_box()
+        f.add_layout(self.kbi_box)
         self.kbi_fig = f
 
     def _iterations_by_op(self) -> None:
@@ -276,6 +284,8 @@ class Panels:
         f.legend.orientation = "horizontal"
         f.legend.label_text_font_size = "9pt"
         f.add_layout(f.legend[0], "above")
+        self.ibo_box = _range_box()
+        f.add_layout(self.ibo_box)
         self.ibo_fig = f
 
     # ---- updates ---------------------------------------------------------------------------
@@ -301,13 +311,20 @@ class Panels:
                 self._show_op(int(top["op"].iloc[0]), picked=False)
             else:
                 self._show_op(self.op, picked=self.op is not None)
-            self.kbi_src.data = _ms(pdata.kernels_by_iteration(p, lo, hi), KERNEL_BY_ITER)
+            key = (id(p), p.key_node)
+            if self._kbi_key != key:
+                self._kbi_key = key
+                last = max(p.iterations.count - 1, 0)
+                self.kbi_src.data = _ms(pdata.kernels_by_iteration(p, 0, last), KERNEL_BY_ITER)
+            for box in (self.kbi_box, self.ibo_box):
+                box.left, box.right = lo - 0.5, hi + 0.5
         finally:
             self._busy = False
 
     def _set_profile(self, p: Analysis) -> None:
         """What does not change with the range: System Config, the GPUs, the ops' names."""
         self._ops_of = p
+        self._kbi_key = self._ibo_key = self._kernel_key = ()
         cfg = pdata.system_config_rows(p)
         rows = "".join(
             f"<tr><td style='color:#555;padding-right:10px'>{html.escape(s)}</td>"
@@ -426,6 +443,7 @@ class Panels:
             self.kernels_title.text = "<b>Kernels of the picked op</b>: pick an op"
             self.op_kernel_src.data = {k: [] for k in self.op_kernel_src.data}
             self.ibo_src.data = {k: [] for k in self.ibo_src.data}
+            self._ibo_key = ()
             self.ibo_fig.title.text = "Iterations by Op: pick an op"
             self.kernel = None
             self._show_kernel()
@@ -450,13 +468,16 @@ class Panels:
             f"<b>Kernels of</b> <code>{html.escape(short(name, 40))}</code> ({how}): "
             f"{len(k)} kernel(s)"
         )
-        ibo = pdata.iterations_by_op(p, lo, hi, op)
-        self.ibo_src.data = {
-            "iteration": ibo["iteration"].to_numpy(np.int64),
-            "gpu_ms": ibo["gpu_ns"].to_numpy(np.int64) / 1e6,
-            "cpu_ms": ibo["cpu_ns"].to_numpy(np.int64) / 1e6,
-            "calls": ibo["calls"].to_numpy(np.int64),
-        }
+        key = (id(p), p.key_node, op)
+        if self._ibo_key != key:  # every iteration: drawn again for another op or key node
+            self._ibo_key = key
+            ibo = pdata.iterations_by_op(p, 0, max(p.iterations.count - 1, 0), op)
+            self.ibo_src.data = {
+                "iteration": ibo["iteration"].to_numpy(np.int64),
+                "gpu_ms": ibo["gpu_ns"].to_numpy(np.int64) / 1e6,
+                "cpu_ms": ibo["cpu_ns"].to_numpy(np.int64) / 1e6,
+                "calls": ibo["calls"].to_numpy(np.int64),
+            }
         self.ibo_fig.title.text = f"Iterations by Op: {short(name, 80)} ({how})"
         if self.kernel is not None and self.kernel[1] != op:
             self.kernel = None
@@ -465,18 +486,23 @@ class Panels:
     def _show_kernel(self) -> None:
         p = self.p
         if self.kernel is None or p is None:
+            self._kernel_key = ()
             self.kernel_iter_src.data = {"iteration": [], "gpu_ms": [], "calls": []}
             self.kbi_fig.title.text = (
-                "Kernels by Iteration (GPU ms per iteration; pick a kernel for its iterations)"
+                "Kernels by Iteration (GPU ms; selected range shaded; pick a kernel)"
             )
             return
         kernel, op = self.kernel
-        ki = pdata.kernel_iterations(p, self.lo, self.hi, kernel, op)
-        self.kernel_iter_src.data = {
-            "iteration": ki["iteration"].to_numpy(np.int64),
-            "gpu_ms": ki["gpu_ns"].to_numpy(np.int64) / 1e6,
-            "calls": ki["calls"].to_numpy(np.int64),
-        }
+        key = (id(p), p.key_node, kernel, op)
+        if self._kernel_key != key:
+            self._kernel_key = key
+            last = max(p.iterations.count - 1, 0)
+            ki = pdata.kernel_iterations(p, 0, last, kernel, op)
+            self.kernel_iter_src.data = {
+                "iteration": ki["iteration"].to_numpy(np.int64),
+                "gpu_ms": ki["gpu_ns"].to_numpy(np.int64) / 1e6,
+                "calls": ki["calls"].to_numpy(np.int64),
+            }
         name = str(p.kernel_flags["short_name"].iloc[kernel])
         self.kbi_fig.title.text = f"Kernels by Iteration — picked kernel (red): {short(name, 80)}"
 
@@ -496,6 +522,12 @@ class Panels:
         if self._busy:
             return
         self.pick_kernel(new[0] if new else None)
+
+
+def _range_box() -> BoxAnnotation:
+    """The selected iterations, shaded as in the iteration timeline (on the overlay layer:
+    moving it repaints no bar)."""
+    return BoxAnnotation(fill_color="#ffd54f", fill_alpha=0.25, line_color=None, level="overlay")
 
 
 def _ms(frame: pd.DataFrame, cats: tuple[str, ...]) -> dict[str, Any]:

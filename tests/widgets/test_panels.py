@@ -52,7 +52,9 @@ def test_dashboard_document_holds_every_panel(dash: Dashboard) -> None:
     top = pdata.top_ops(p, lo, hi)
     assert list(pan.top_src.data["op"]) == top["op"].tolist()[::-1]
     assert len(pan.ops_src.data["op"]) == len(p.correlated.ops)
-    assert list(pan.kbi_src.data["iteration"]) == list(range(lo, hi + 1))
+    assert list(pan.kbi_src.data["iteration"]) == list(range(p.iterations.count))
+    want = pdata.kernels_by_iteration(p, 0, p.iterations.count - 1)
+    assert np.allclose(pan.kbi_src.data["tc_ms"], want["tc_ns"] / 1e6)
     # nothing picked: the top op is drilled into
     assert pan.op is None
     assert "(top op)" in pan.kernels_title.text
@@ -61,9 +63,13 @@ def test_dashboard_document_holds_every_panel(dash: Dashboard) -> None:
 
 def test_range_change_updates_the_panels(dash: Dashboard) -> None:
     pan, p = dash.panels, dash.profile
+    kbi_before = pan.kbi_src.data
     dash.set_range(3, 7)
-    assert list(pan.kbi_src.data["iteration"]) == [3, 4, 5, 6, 7]
-    assert list(pan.ibo_src.data["iteration"]) == [3, 4, 5, 6, 7]
+    # the per-iteration charts span every iteration; the range is their shaded box
+    assert pan.kbi_src.data is kbi_before
+    assert list(pan.ibo_src.data["iteration"]) == list(range(STEPS + 1))
+    assert (pan.kbi_box.left, pan.kbi_box.right) == (2.5, 7.5)
+    assert (pan.ibo_box.left, pan.ibo_box.right) == (2.5, 7.5)
     ops = pdata.ops(p, 3, 7)
     by_op = dict(zip(ops["op"], ops["calls"], strict=True))
     got = dict(zip(pan.ops_src.data["op"], pan.ops_src.data["calls"], strict=True))
@@ -97,7 +103,7 @@ def test_picking_an_op_drills_down_to_its_kernels_and_iterations(dash: Dashboard
         "void at::native::vectorized_elementwise_kernel<4, relu>(int)"
     ]
     assert list(pan.op_kernel_src.data["calls"]) == [STEPS]
-    want = pdata.iterations_by_op(p, p.iter_start, p.iter_stop, relu)
+    want = pdata.iterations_by_op(p, 0, p.iterations.count - 1, relu)
     assert np.allclose(pan.ibo_src.data["gpu_ms"], want["gpu_ns"] / 1e6)
     assert "(picked)" in pan.ibo_fig.title.text
     # linked: the GPU timeline dims the kernels of every other op
@@ -105,13 +111,17 @@ def test_picking_an_op_drills_down_to_its_kernels_and_iterations(dash: Dashboard
     # then a kernel: its iterations over Kernels by Iteration
     pan.op_kernel_src.selected.indices = [0]
     k = int(pan.op_kernel_src.data["kernel"][0])
-    want = pdata.kernel_iterations(p, p.iter_start, p.iter_stop, k, relu)
+    want = pdata.kernel_iterations(p, 0, p.iterations.count - 1, k, relu)
     assert np.allclose(pan.kernel_iter_src.data["gpu_ms"], want["gpu_ns"] / 1e6)
     assert "picked kernel" in pan.kbi_fig.title.text
-    # the pick survives a range change, drawn for the new range
+    # the pick survives a range change; its kernel table is the new range's
     dash.set_range(4, 6)
     assert pan.op == relu and pan.kernel == (k, relu)
-    assert list(pan.kernel_iter_src.data["iteration"]) == [4, 5, 6]
+    assert list(pan.op_kernel_src.data["calls"]) == [3]
+    assert len(pan.kernel_iter_src.data["iteration"]) == STEPS + 1
+    # a new key node redraws the per-iteration charts for its iterations
+    dash.set_key_node("/model/conv1/conv2d")
+    assert len(pan.kbi_src.data["iteration"]) == dash.profile.iterations.count
     # a Top 10 bar picks too
     conv = _op(p, "/model/conv1/conv2d")
     pan.top_src.selected.indices = [list(pan.top_src.data["op"]).index(conv)]
@@ -146,7 +156,7 @@ def test_viewer_app_drives_the_same_views_and_panels(profile) -> None:
     assert (profile.iter_start, profile.iter_stop) == (3, 7)
     assert "iterations 3..7" in app.status.text
     assert "over 5 iteration" in app.cards.text
-    assert list(app.panels.kbi_src.data["iteration"]) == [3, 4, 5, 6, 7]
+    assert (app.panels.kbi_box.left, app.panels.kbi_box.right) == (2.5, 7.5)
     app._on_key_node("value", None, "/model/conv1/conv2d")
     assert profile.key_node == "/model/conv1/conv2d"
     assert app.slider.value == (profile.iter_start, profile.iter_stop)
