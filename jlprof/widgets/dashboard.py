@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
 from bokeh.document import Document
-from bokeh.layouts import column
 
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
@@ -32,6 +31,10 @@ if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
 
 ALL_DOMAINS = "(all domains)"
+PANELS_TITLE = (
+    "Viewer panels: System Config, resource usage, GPUs, Top 10 GPU Ops, Op Type Summary, "
+    "Ops and Kernels, Kernels by Iteration, Iterations by Op"
+)
 DEFAULT_DOMAIN = "(default domain)"
 _bokeh_js_loaded = False
 
@@ -68,7 +71,13 @@ class _HintRow:
 class Dashboard(w.VBox):
     """The interactive dashboard of a :class:`~jlprof.profile.Profile`."""
 
-    def __init__(self, profile: Analysis, max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS) -> None:
+    def __init__(
+        self,
+        profile: Analysis,
+        max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS,
+        panels: bool = False,
+    ) -> None:
+        """``panels``: open the Viewer panels' section at once (else on a click)."""
         if in_kernel():
             # BokehJS goes to the page before the views are built: the browser evaluates it
             # (~0.3 s for the three bundles) while the kernel builds (~0.5 s at 1M kernels)
@@ -84,11 +93,15 @@ class Dashboard(w.VBox):
         self._no_hints = w.HTML("<i>No problems found for this range.</i>")
         self._busy = False
         self.views = Views(profile.correlated.t_first_ns, no_kernels=data.why_no_kernels(profile))
-        self.panels = Panels()  # the Viewer panels, below the views; picks dim other kernels
-        self.panels.batch, self.panels.on_op = self._batch, self.views.highlight_ops
-        self.root = column(self.views.layout, self.panels.layout)
+        # the Viewer panels: a Bokeh document and widget of their own in a section that is
+        # built when first opened and updated only while open (see _panels_open)
+        self.panels = Panels()
+        self.panels_doc = Document()
+        self.panels_doc.add_root(self.panels.layout)
+        self.panels_bokeh: BatchedBokehModel | None = None
+        self.panels.on_op = self._on_panel_op
         self.doc = Document()
-        self.doc.add_root(self.root)
+        self.doc.add_root(self.views.layout)
         # ---- controls
         n = profile.iterations.count
         self.range_slider = w.IntRangeSlider(
@@ -130,11 +143,15 @@ class Dashboard(w.VBox):
         self.views.tree_src.selected.on_change("indices", self._on_tree_select)
         controls = w.HBox([self.range_slider, self.key_node_box, self.domain_box, self.status])
         self.hints = w.Accordion(children=[self.hints_box], titles=("Expert hints",))
+        self.panels_section = w.Accordion(children=[w.HTML()], titles=(PANELS_TITLE,))
+        self.panels_section.observe(self._panels_open, names="selected_index")
         self.refresh(key_node_changed=True)
         # created after the first fill: its render bundle carries the data (patches sent
         # before a view exists would be lost)
-        self.bokeh = BatchedBokehModel(self.root)
-        super().__init__([controls, self.cards, self.hints, self.bokeh])
+        self.bokeh = BatchedBokehModel(self.views.layout)
+        super().__init__([controls, self.cards, self.hints, self.bokeh, self.panels_section])
+        if panels:
+            self.show_panels()
         self.add_class("jlprof-dashboard")
 
     # ---- scriptable API ------------------------------------------------------------------
@@ -148,6 +165,10 @@ class Dashboard(w.VBox):
         """Split iterations at ``name`` (None: the default key node); resets the range."""
         self.profile.set_key_node(name or None)
         self.refresh(key_node_changed=True)
+
+    def show_panels(self, show: bool = True) -> None:
+        """Open (or close) the Viewer panels' section, as a click on its title does."""
+        self.panels_section.selected_index = 0 if show else None
 
     def set_node(self, node: str | None) -> None:
         """Filter the kernel table to an op-tree node (None: all ops) and highlight its ops."""
@@ -188,12 +209,38 @@ class Dashboard(w.VBox):
                 self._set_slider(lo, hi)
                 self._sync_key_node_box()
             self._update_node()
-            self.panels.update(p, lo, hi)
+            self._update_panels()
             self.cards.value = cards_html(data.headline(p, lo, hi))
             self._update_hints(data.hints(p, lo, hi))
         finally:
             self.doc.unhold()
             self._busy = False
+
+    def _update_panels(self) -> None:
+        """The panels follow the range while their section is open; closed, they are
+        brought up to date when it opens (a closed section costs a range change nothing)."""
+        if self.panels_bokeh is None or self.panels_section.selected_index is None:
+            return
+        p = self.profile
+        with self.panels_bokeh.batch():
+            self.panels.update(p, p.iter_start, p.iter_stop)
+
+    def _panels_open(self, change: dict[str, Any]) -> None:
+        if change["new"] is None:
+            return
+        if self.panels_bokeh is None:  # first opening: fill, then the widget (data in its bundle)
+            p = self.profile
+            self.panels.update(p, p.iter_start, p.iter_stop)
+            self.panels_bokeh = BatchedBokehModel(self.panels.layout)
+            self.panels.batch = self.panels_bokeh.batch
+            self.panels_section.children = [self.panels_bokeh]
+        else:
+            self._update_panels()
+
+    def _on_panel_op(self, ops: set[str] | None) -> None:
+        """A pick in the panels dims the other ops' kernels in the GPU timeline."""
+        with self._batch():
+            self.views.highlight_ops(ops)
 
     def _update_node(self) -> None:
         p = self.profile

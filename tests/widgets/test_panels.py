@@ -32,7 +32,7 @@ def profile(tmp_path: Path):
 @pytest.fixture
 def dash(profile, monkeypatch: pytest.MonkeyPatch) -> Dashboard:
     monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(**kw))
-    return profile.dashboard()
+    return profile.dashboard(panels=True)
 
 
 def _op(p, name: str) -> int:
@@ -41,7 +41,8 @@ def _op(p, name: str) -> int:
 
 def test_dashboard_document_holds_every_panel(dash: Dashboard) -> None:
     pan = dash.panels
-    models = set(dash.doc.models)
+    models = set(dash.panels_doc.models)
+    assert dash.panels_bokeh in dash.panels_section.children
     for m in (pan.config_div, pan.pie_fig, pan.gpu_fig, pan.top_fig, pan.type_table,
               pan.ops_table, pan.op_kernel_table, pan.kbi_fig, pan.ibo_fig):  # fmt: skip
         assert m in models
@@ -82,7 +83,9 @@ def test_a_range_change_sends_only_number_columns_of_the_ops_table(dash: Dashboa
     """The op names go to the page once per profile; a range change patches numbers."""
     seen: list[ColumnDataChangedEvent] = []
     src = dash.panels.ops_src
-    dash.doc.on_change(lambda e: seen.append(e) if getattr(e, "model", None) is src else None)
+    dash.panels_doc.on_change(
+        lambda e: seen.append(e) if getattr(e, "model", None) is src else None
+    )
     dash.set_range(2, 9)
     assert seen, "the ops table was not updated"
     for e in seen:
@@ -129,11 +132,35 @@ def test_picking_an_op_drills_down_to_its_kernels_and_iterations(dash: Dashboard
     assert len(pan.kernel_iter_src.data["iteration"]) == 0
 
 
-def test_a_pick_is_one_patch(dash: Dashboard) -> None:
-    before = dash.bokeh.patches_sent
+def test_a_pick_is_one_patch_per_document(dash: Dashboard) -> None:
+    assert dash.panels_bokeh is not None
+    before, main = dash.panels_bokeh.patches_sent, dash.bokeh.patches_sent
     relu = _op(dash.profile, "/model/relu1/relu")
     dash.panels.pick_op(relu)
-    assert dash.bokeh.patches_sent == before + 1
+    assert dash.panels_bokeh.patches_sent == before + 1  # the panels' drill-down
+    assert dash.bokeh.patches_sent == main + 1  # the GPU timeline's dimmed kernels
+
+
+def test_a_closed_section_costs_a_range_change_nothing(profile, monkeypatch) -> None:
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(**kw))
+    dash = profile.dashboard()
+    assert dash.panels_bokeh is None and dash.panels_section.selected_index is None
+    seen: list = []
+    dash.panels_doc.on_change(seen.append)
+    dash.set_range(2, 5)
+    assert seen == [] and len(dash.panels.ops_src.data["op"]) == 0
+    dash.show_panels()  # opened: built for the current range, data in its render bundle
+    assert dash.panels_bokeh is not None
+    got = dict(zip(dash.panels.ops_src.data["op"], dash.panels.ops_src.data["calls"], strict=True))
+    ops = pdata.ops(profile, 2, 5)
+    assert got == dict(zip(ops["op"], ops["calls"], strict=True))
+    dash.show_panels(False)
+    sent = dash.panels_bokeh.patches_sent
+    dash.set_range(0, 9)
+    assert dash.panels_bokeh.patches_sent == sent  # closed again: not updated
+    dash.show_panels()
+    assert dash.panels_bokeh.patches_sent == sent + 1  # brought up to date on opening
+    assert (dash.panels.kbi_box.left, dash.panels.kbi_box.right) == (-0.5, 9.5)
 
 
 def test_panels_share_no_model_between_documents(profile) -> None:
