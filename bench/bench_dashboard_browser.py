@@ -40,13 +40,14 @@ from tests.ui.lab import (  # noqa: E402
 )
 
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-# JavaScript: the status line reports iterations lo.. and BokehJS' range box starts at lo
-# (the kernel sends the status just before the views' patch: both are needed)
+# JavaScript: the status line reports iterations lo.. and every BokehJS range box starts at
+# lo (the kernel sends the status just before the views' patch: both are needed; with the
+# Viewer panels open, their two per-iteration charts' boxes come in the panels' patch)
 UPDATED = f"""(lo) => {{
     if (!document.querySelector('.jlprof-dashboard').innerText.includes(`iterations ${{lo}}..`))
         return false;
-    const box = ({BOKEH_VIEWS})().find(v => v.model.type === 'BoxAnnotation');
-    return box !== undefined && box.model.left === lo - 0.5;
+    const boxes = ({BOKEH_VIEWS})().filter(v => v.model.type === 'BoxAnnotation');
+    return boxes.length > 0 && boxes.every(b => b.model.left === lo - 0.5);
 }}"""
 
 
@@ -71,6 +72,12 @@ def main() -> None:
         help="also take a Chromium performance trace of the initial render and of one extra "
         "range change (bench/out/trace_*.json; summarise with bench/trace_summary.py)",
     )
+    ap.add_argument(
+        "--panels",
+        action="store_true",
+        help="with the Viewer panels' section open (p.dashboard(panels=True)): each range "
+        "change then updates the panels too",
+    )
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -86,7 +93,7 @@ def main() -> None:
             [
                 f"import jlprof\np = jlprof.load({str(args.export.resolve())!r}, "
                 "key_node='optimizer_step')\nimport jlprof.widgets.dashboard",
-                "d = p.dashboard()\nd",
+                f"d = p.dashboard(panels={args.panels})\nd",
             ],
         )
         with sync_playwright() as pw:
