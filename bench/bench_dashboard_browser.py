@@ -46,7 +46,8 @@ FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFra
 UPDATED = f"""(lo) => {{
     if (!document.querySelector('.jlprof-dashboard').innerText.includes(`iterations ${{lo}}..`))
         return false;
-    const boxes = ({BOKEH_VIEWS})().filter(v => v.model.type === 'BoxAnnotation');
+    const boxes = ({BOKEH_VIEWS})().filter(  // the range boxes, not the select tool's overlay
+        v => v.model.type === 'BoxAnnotation' && v.model.fill_color === '#ffd54f');
     return boxes.length > 0 && boxes.every(b => b.model.left === lo - 0.5);
 }}"""
 
