@@ -93,13 +93,11 @@ class Dashboard(w.VBox):
         self._no_hints = w.HTML("<i>No problems found for this range.</i>")
         self._busy = False
         self.views = Views(profile.correlated.t_first_ns, no_kernels=data.why_no_kernels(profile))
-        # the Viewer panels: a Bokeh document and widget of their own in a section that is
-        # built when first opened and updated only while open (see _panels_open)
-        self.panels = Panels()
-        self.panels_doc = Document()
-        self.panels_doc.add_root(self.panels.layout)
+        # the Viewer panels: a Bokeh document and widget of their own in a section, built
+        # when first opened (their models cost ~0.3 s) and updated only while open
+        self.panels: Panels | None = None
+        self.panels_doc: Document | None = None
         self.panels_bokeh: BatchedBokehModel | None = None
-        self.panels.on_op = self._on_panel_op
         self.doc = Document()
         self.doc.add_root(self.views.layout)
         # ---- controls
@@ -219,7 +217,9 @@ class Dashboard(w.VBox):
     def _update_panels(self) -> None:
         """The panels follow the range while their section is open; closed, they are
         brought up to date when it opens (a closed section costs a range change nothing)."""
-        if self.panels_bokeh is None or self.panels_section.selected_index is None:
+        if self.panels is None or self.panels_bokeh is None:
+            return
+        if self.panels_section.selected_index is None:
             return
         p = self.profile
         with self.panels_bokeh.batch():
@@ -230,6 +230,10 @@ class Dashboard(w.VBox):
             return
         if self.panels_bokeh is None:  # first opening: fill, then the widget (data in its bundle)
             p = self.profile
+            self.panels = Panels()
+            self.panels.on_op = self._on_panel_op
+            self.panels_doc = Document()
+            self.panels_doc.add_root(self.panels.layout)
             self.panels.update(p, p.iter_start, p.iter_stop)
             self.panels_bokeh = BatchedBokehModel(self.panels.layout)
             self.panels.batch = self.panels_bokeh.batch
