@@ -191,6 +191,8 @@ class Dashboard(w.VBox):
 
         with self._batch(before_send=report):
             self._refresh(key_node_changed)
+        # the open panels' patch goes after the views' one: the views show first
+        self._update_panels()
 
     def _refresh(self, key_node_changed: bool) -> None:
         p = self.profile
@@ -207,7 +209,6 @@ class Dashboard(w.VBox):
                 self._set_slider(lo, hi)
                 self._sync_key_node_box()
             self._update_node()
-            self._update_panels()
             self.cards.value = cards_html(data.headline(p, lo, hi))
             self._update_hints(data.hints(p, lo, hi))
         finally:
