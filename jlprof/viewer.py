@@ -33,6 +33,7 @@ DEFAULT_PORT = 8000  # the DLProf Viewer's port
 DEFAULT_ADDRESS = "127.0.0.1"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SESSION_IDS = ("unsigned", "signed", "external-signed")  # as `bokeh serve --session-ids`
+VIEW_OPTIONS = ("key_node", "iter_start", "iter_stop")  # rows of jlprof.options.OPTIONS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write a static, self-contained HTML copy of the viewer to FILE and exit",
     )
-    ap.add_argument("--key_node", help="key node for iterations (changeable in the page)")
+    # DLProf's aggregation options, from the one option table (changeable in the page)
+    from jlprof.options import CLI, OPTIONS
+
+    for o in OPTIONS:
+        if o.name in VIEW_OPTIONS:
+            ap.add_argument(*o.flags, **o.kwargs(CLI))
     return ap
 
 
@@ -112,12 +118,17 @@ def resolve(path: str | os.PathLike[str]) -> Path:
     )
 
 
-def load_profile(path: str | os.PathLike[str], key_node: str | None = None) -> Profile:
+def load_profile(
+    path: str | os.PathLike[str],
+    key_node: str | None = None,
+    iter_start: int | None = None,
+    iter_stop: int | None = None,
+) -> Profile:
     import jlprof
 
     target = resolve(path)
     try:
-        return jlprof.load(target, key_node=key_node)
+        return jlprof.load(target, key_node=key_node, iter_start=iter_start, iter_stop=iter_stop)
     except JlprofError:
         raise
     except Exception as exc:  # a file that is no profile at all (truncated, another format)
@@ -195,7 +206,7 @@ def main(argv: list[str]) -> int:
     """``jlprof view ...`` (argv without 'view'); the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        profile = load_profile(args.profile, args.key_node)
+        profile = load_profile(args.profile, args.key_node, args.iter_start, args.iter_stop)
         title = Path(args.profile).resolve().name
         if args.export_html:
             out = export_html(profile, args.export_html, title)

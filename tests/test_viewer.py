@@ -119,6 +119,23 @@ def test_export_html_into_a_missing_folder_is_one_clear_error(export: Path, tmp_
     assert "Traceback" not in r.stderr
 
 
+def test_aggregation_options_come_from_the_option_table(export: Path, tmp_path: Path) -> None:
+    from jlprof.options import CLI, OPTIONS
+
+    ap = viewer.build_parser()
+    flags = {f for a in ap._actions for f in a.option_strings}
+    for o in OPTIONS:
+        if o.name in viewer.VIEW_OPTIONS:
+            assert set(o.flags) <= flags  # same spellings (aliases too) as `jlprof`
+            assert ap.get_default(o.name) == o.kwargs(CLI)["default"]
+    out = tmp_path / "range.html"
+    r = _view(str(export), "--iter_start", "2", "--iter_stop", "4", "--export-html", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "Static export: iterations 2..4" in out.read_text(encoding="utf-8")
+    r = _view(str(export), "--key_node", "nope", "--export-html", str(out))
+    assert r.returncode == 2 and "not an op name or op ID" in r.stderr
+
+
 def test_a_run_folder_shows_its_database(export: Path, tmp_path: Path) -> None:
     folder = runs.new_run_folder(tmp_path)
     shutil.copy(export, folder / "loop.sqlite")
