@@ -199,3 +199,27 @@ def test_static_html_is_self_contained(profile) -> None:
     assert "Bokeh.embed" in page or "embed_items" in page
     assert "Static export: iterations 0..12" in page
     assert "Top 10 GPU Ops" in page and "Iterations by Op" in page
+
+
+def test_in_a_kernel_the_open_panels_follow_a_burst_of_changes_once(dash: Dashboard) -> None:
+    """With an event loop running (as in a kernel), the views' patch goes out at once and the
+    panels' one PANELS_DELAY_S later, once for several quick changes (a dragged slider)."""
+    import asyncio
+
+    from jlprof.widgets.dashboard import PANELS_DELAY_S
+
+    assert dash.panels_bokeh is not None
+    before, views = dash.panels_bokeh.patches_sent, dash.bokeh.patches_sent
+
+    async def drag() -> tuple[int, int]:
+        for hi in (6, 7, 8):
+            dash.set_range(2, hi)
+        mid = dash.panels_bokeh.patches_sent
+        await asyncio.sleep(PANELS_DELAY_S + 0.2)
+        return mid, dash.panels_bokeh.patches_sent
+
+    mid, after = asyncio.run(drag())
+    assert dash.bokeh.patches_sent == views + 3  # every change: the views at once
+    assert mid == before  # the panels not yet
+    assert after == before + 1  # then once, for the last range
+    assert (dash.panels.kbi_box.left, dash.panels.kbi_box.right) == (1.5, 8.5)
