@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--export", type=Path, default=HERE / "out" / "big.sqlite")
     ap.add_argument("--changes", type=int, default=15)
     ap.add_argument("--key-node", default="optimizer_step")
+    ap.add_argument("--panels", action="store_true", help="with the Viewer panels' section open")
     args = ap.parse_args()
     if not args.export.exists():
         sys.exit(
@@ -54,7 +55,7 @@ def main() -> None:
 
     import_s = time.perf_counter() - t
     t = time.perf_counter()
-    dash = p.dashboard()
+    dash = p.dashboard(panels=args.panels)
     build_s = time.perf_counter() - t
     from jlprof.widgets import dashboard as dmod
 

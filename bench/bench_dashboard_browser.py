@@ -40,12 +40,24 @@ from tests.ui.lab import (  # noqa: E402
 )
 
 FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-# JavaScript: the status line reports iterations lo.. and BokehJS' range box starts at lo
-# (the kernel sends the status just before the views' patch: both are needed)
+# JavaScript: the status line reports iterations lo.. and every BokehJS range box starts at
+# lo (the kernel sends the status just before the views' patch: both are needed; with the
+# Viewer panels open, their two per-iteration charts' boxes come in the panels' patch)
 UPDATED = f"""(lo) => {{
     if (!document.querySelector('.jlprof-dashboard').innerText.includes(`iterations ${{lo}}..`))
         return false;
-    const box = ({BOKEH_VIEWS})().find(v => v.model.type === 'BoxAnnotation');
+    const boxes = ({BOKEH_VIEWS})().filter(  // the range boxes, not the select tool's overlay
+        v => v.model.type === 'BoxAnnotation' && v.model.fill_color === '#ffd54f');
+    return boxes.length > 0 && boxes.every(b => b.model.left === lo - 0.5);
+}}"""
+
+# JavaScript: as UPDATED, for the dashboard's views only (the iteration timeline's range box;
+# with the Viewer panels open their patch follows the views' one)
+VIEWS_UPDATED = f"""(lo) => {{
+    if (!document.querySelector('.jlprof-dashboard').innerText.includes(`iterations ${{lo}}..`))
+        return false;
+    const box = ({BOKEH_VIEWS})().find(v => v.model.type === 'BoxAnnotation'
+        && v.model.fill_color === '#ffd54f' && v.parent?.model?.title?.text?.startsWith?.('Iter'));
     return box !== undefined && box.model.left === lo - 0.5;
 }}"""
 
@@ -71,6 +83,12 @@ def main() -> None:
         help="also take a Chromium performance trace of the initial render and of one extra "
         "range change (bench/out/trace_*.json; summarise with bench/trace_summary.py)",
     )
+    ap.add_argument(
+        "--panels",
+        action="store_true",
+        help="with the Viewer panels' section open (p.dashboard(panels=True)): each range "
+        "change then updates the panels too",
+    )
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -86,7 +104,7 @@ def main() -> None:
             [
                 f"import jlprof\np = jlprof.load({str(args.export.resolve())!r}, "
                 "key_node='optimizer_step')\nimport jlprof.widgets.dashboard",
-                "d = p.dashboard()\nd",
+                f"d = p.dashboard(panels={args.panels})\nd",
             ],
         )
         with sync_playwright() as pw:
@@ -136,11 +154,14 @@ def main() -> None:
             )
             page.evaluate("() => new Promise(r => requestIdleCallback(r, {timeout: 2000}))")
             handle = page.locator(".jlprof-dashboard .widget-slider .noUi-handle-lower")
-            totals, kernel = [], []
+            totals, kernel, views = [], [], []
             for i in range(args.changes):
                 handle.focus()
                 t0 = page.evaluate("() => performance.now()")
                 page.keyboard.press("ArrowRight")
+                page.wait_for_function(VIEWS_UPDATED, arg=i + 1, polling="raf")
+                page.evaluate(FRAMES)
+                views.append(page.evaluate("() => performance.now()") - t0)
                 page.wait_for_function(UPDATED, arg=i + 1)
                 page.evaluate(FRAMES)
                 totals.append(page.evaluate("() => performance.now()") - t0)
@@ -169,6 +190,7 @@ def main() -> None:
             "range_change_total_median_ms": statistics.median(totals),
             "range_change_kernel_median_ms": statistics.median(kernel),
             "range_change_browser_median_ms": statistics.median(browser_side),
+            "range_change_views_median_ms": statistics.median(views),
         }
     )
     (HERE / "out" / "dashboard_browser.json").write_text(json.dumps(res, indent=2))
@@ -179,6 +201,8 @@ def main() -> None:
           f"{res['initial_render_ms'] / 1000:.2f} s |")  # fmt: skip
     print(f"| range change: key press → views redrawn (median of {args.changes}) | "
           f"{res['range_change_total_median_ms']:.0f} ms |")  # fmt: skip
+    print(f"| … of which the dashboard's views alone redrawn (median; panels after) | "
+          f"{res['range_change_views_median_ms']:.0f} ms |")  # fmt: skip
     print(f"| first range change after the display | {res['range_change_first_ms']:.0f} ms |")
     print(f"| of which kernel side (median) | {res['range_change_kernel_median_ms']:.0f} ms |")
     print(f"| of which browser side: comm + decode + draw (median) | "

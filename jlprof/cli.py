@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         "'--opt=value' or '--opt value'; lists by commas, or by spaces ended with '--').",
         epilog="Examples:\n  jlprof --database=run.sqlite --key_node=optimizer_step --reports=all\n"
         "  jlprof --reports iteration tensor node_op -- python train.py --epochs 1\n"
-        "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)",
+        "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)\n"
+        "  jlprof view PROFILE [--export-html FILE]   (docs/viewer.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
         allow_abbrev=False,
@@ -265,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         from jlprof.commands.diff import run as run_diff
 
         return run_diff(words[1:])
+    if words[:1] == ["view"]:  # sub-command: jlprof view PROFILE (docs/viewer.md)
+        from jlprof.viewer import main as view
+
+        return view(words[1:])
     args, given = parse(argv)
     say = _Say(args.verbosity)
     main_thread = threading.current_thread() is threading.main_thread()

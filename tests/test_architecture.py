@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "jlprof.options",
         "jlprof.commands",
         "jlprof.console",
+        "jlprof.viewer",
         "jlprof.__main__",
     ),
 )

@@ -23,6 +23,7 @@ from jlprof.errors import JlprofError
 from jlprof.widgets import data
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.frontend import in_kernel
+from jlprof.widgets.panels import Panels
 from jlprof.widgets.static import cards_html, fill, static_html
 from jlprof.widgets.views import Views
 
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
 
 ALL_DOMAINS = "(all domains)"
+PANELS_DELAY_S = 0.25  # the open panels follow a range change this much later
+PANELS_TITLE = (
+    "Viewer panels: System Config, resource usage, GPUs, Top 10 GPU Ops, Op Type Summary, "
+    "Ops and Kernels, Kernels by Iteration, Iterations by Op"
+)
 DEFAULT_DOMAIN = "(default domain)"
 _bokeh_js_loaded = False
 
@@ -66,7 +72,13 @@ class _HintRow:
 class Dashboard(w.VBox):
     """The interactive dashboard of a :class:`~jlprof.profile.Profile`."""
 
-    def __init__(self, profile: Analysis, max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS) -> None:
+    def __init__(
+        self,
+        profile: Analysis,
+        max_kernel_glyphs: int = data.MAX_KERNEL_GLYPHS,
+        panels: bool = False,
+    ) -> None:
+        """``panels``: open the Viewer panels' section at once (else on a click)."""
         if in_kernel():
             # BokehJS goes to the page before the views are built: the browser evaluates it
             # (~0.3 s for the three bundles) while the kernel builds (~0.5 s at 1M kernels)
@@ -82,6 +94,12 @@ class Dashboard(w.VBox):
         self._no_hints = w.HTML("<i>No problems found for this range.</i>")
         self._busy = False
         self.views = Views(profile.correlated.t_first_ns, no_kernels=data.why_no_kernels(profile))
+        # the Viewer panels: a Bokeh document and widget of their own in a section, built
+        # when first opened (their models cost ~0.3 s) and updated only while open
+        self.panels: Panels | None = None
+        self.panels_doc: Document | None = None
+        self.panels_bokeh: BatchedBokehModel | None = None
+        self._panels_timer: Any = None  # a pending delayed panels update (asyncio handle)
         self.doc = Document()
         self.doc.add_root(self.views.layout)
         # ---- controls
@@ -125,11 +143,15 @@ class Dashboard(w.VBox):
         self.views.tree_src.selected.on_change("indices", self._on_tree_select)
         controls = w.HBox([self.range_slider, self.key_node_box, self.domain_box, self.status])
         self.hints = w.Accordion(children=[self.hints_box], titles=("Expert hints",))
+        self.panels_section = w.Accordion(children=[w.HTML()], titles=(PANELS_TITLE,))
+        self.panels_section.observe(self._panels_open, names="selected_index")
         self.refresh(key_node_changed=True)
         # created after the first fill: its render bundle carries the data (patches sent
         # before a view exists would be lost)
         self.bokeh = BatchedBokehModel(self.views.layout)
-        super().__init__([controls, self.cards, self.hints, self.bokeh])
+        super().__init__([controls, self.cards, self.hints, self.bokeh, self.panels_section])
+        if panels:
+            self.show_panels()
         self.add_class("jlprof-dashboard")
 
     # ---- scriptable API ------------------------------------------------------------------
@@ -143,6 +165,10 @@ class Dashboard(w.VBox):
         """Split iterations at ``name`` (None: the default key node); resets the range."""
         self.profile.set_key_node(name or None)
         self.refresh(key_node_changed=True)
+
+    def show_panels(self, show: bool = True) -> None:
+        """Open (or close) the Viewer panels' section, as a click on its title does."""
+        self.panels_section.selected_index = 0 if show else None
 
     def set_node(self, node: str | None) -> None:
         """Filter the kernel table to an op-tree node (None: all ops) and highlight its ops."""
@@ -167,6 +193,8 @@ class Dashboard(w.VBox):
 
         with self._batch(before_send=report):
             self._refresh(key_node_changed)
+        # the open panels follow a moment later (see _panels_later): the views show first
+        self._panels_later()
 
     def _refresh(self, key_node_changed: bool) -> None:
         p = self.profile
@@ -188,6 +216,64 @@ class Dashboard(w.VBox):
         finally:
             self.doc.unhold()
             self._busy = False
+
+    def _panels_later(self) -> None:
+        """Update the open panels PANELS_DELAY_S after a change, once for a burst of changes.
+
+        Sent at once, the panels' patch reaches the page while it applies the views' one and
+        both are drawn together (measured: the views alone then take ~2.5x longer). In a
+        kernel the update waits on the kernel's event loop, so the page draws the views first
+        and a dragged slider updates the panels once at its end; with no running loop
+        (scripts, tests) it is immediate."""
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._update_panels()
+            return
+        if self._panels_timer is not None:
+            self._panels_timer.cancel()
+        self._panels_timer = loop.call_later(PANELS_DELAY_S, self._panels_due)
+
+    def _panels_due(self) -> None:
+        self._panels_timer = None
+        try:
+            self._update_panels()
+        except JlprofError as err:
+            self._say(str(err), error=True)
+
+    def _update_panels(self) -> None:
+        """The panels follow the range while their section is open; closed, they are
+        brought up to date when it opens (a closed section costs a range change nothing)."""
+        if self.panels is None or self.panels_bokeh is None:
+            return
+        if self.panels_section.selected_index is None:
+            return
+        p = self.profile
+        with self.panels_bokeh.batch():
+            self.panels.update(p, p.iter_start, p.iter_stop)
+
+    def _panels_open(self, change: dict[str, Any]) -> None:
+        if change["new"] is None:
+            return
+        if self.panels_bokeh is None:  # first opening: fill, then the widget (data in its bundle)
+            p = self.profile
+            self.panels = Panels()
+            self.panels.on_op = self._on_panel_op
+            self.panels_doc = Document()
+            self.panels_doc.add_root(self.panels.layout)
+            self.panels.update(p, p.iter_start, p.iter_stop)
+            self.panels_bokeh = BatchedBokehModel(self.panels.layout)
+            self.panels.batch = self.panels_bokeh.batch
+            self.panels_section.children = [self.panels_bokeh]
+        else:
+            self._update_panels()
+
+    def _on_panel_op(self, ops: set[str] | None) -> None:
+        """A pick in the panels dims the other ops' kernels in the GPU timeline."""
+        with self._batch():
+            self.views.highlight_ops(ops)
 
     def _update_node(self) -> None:
         p = self.profile

@@ -12,6 +12,7 @@ import comm
 import numpy as np
 import pytest
 from bokeh.document import Document
+from bokeh.document.events import ColumnDataChangedEvent
 from bokeh.models import ColumnDataSource
 from bokeh.protocol import Protocol
 from bokeh.protocol.receiver import Receiver
@@ -58,9 +59,27 @@ def _mirror(dash: Dashboard) -> Document:
     return Document.from_json(doc_json)
 
 
+def _merge_columns(doc: Document, event: ColumnDataChangedEvent) -> None:
+    """Apply a ColumnDataChanged as BokehJS does: a patch that names its columns (``cols``,
+    sent for ``source.data.update(...)`` or ``source.data[col] = ...``) replaces those
+    columns and keeps the others (bokeh.js, Document.apply_json_patch, "ColumnDataChanged";
+    Bokeh's Python handler replaces the whole dict)."""
+    old = dict(event.model.data)
+    event.model.set_from_json(event.attr, {**old, **event.data}, setter=event.setter)
+
+
 def _apply(mirror: Document, fragments: list[tuple[dict, list]]) -> int:
     """Feed the fragments to Bokeh's receiver, as the page does one comm message at a time,
     and apply every complete message; returns how many messages were applied."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(ColumnDataChangedEvent, "_handle_event", staticmethod(_merge_columns))
+    try:
+        return _apply_patched(mirror, fragments)
+    finally:
+        mp.undo()
+
+
+def _apply_patched(mirror: Document, fragments: list[tuple[dict, list]]) -> int:
     receiver = Receiver(Protocol())
     applied = 0
     for content, buffers in fragments:
