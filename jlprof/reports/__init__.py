@@ -14,4 +14,9 @@ REPORTS = (
     "op_type",
     "group_node",
     "expert_systems",
+    # jlprof's analyses beyond DLProf (reports/analyses.py, docs/analyses.md)
+    "idle_causes",
+    "launch_stats",
+    "iteration_outliers",
+    "roofline",
 )

@@ -9,7 +9,7 @@ import pandas as pd
 
 from jlprof.engine.memory import heavy_stage
 from jlprof.errors import AnalysisError
-from jlprof.reports import REPORTS, tables
+from jlprof.reports import REPORTS, analyses, tables
 from jlprof.reports.expert import run_all
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ BUILDERS = {
     "op_type": tables.op_type,
     "group_node": tables.group_node,
     "expert_systems": run_all,
+    "idle_causes": analyses.idle_report,
+    "launch_stats": analyses.launch_report,
+    "iteration_outliers": analyses.outliers_report,
+    "roofline": analyses.roofline_report,
 }
 
 

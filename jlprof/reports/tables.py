@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES, combine
+from jlprof.engine.outliers import steady
+from jlprof.reports.roofline import roofline_columns
 from jlprof.version import __version__
 
 if TYPE_CHECKING:
@@ -81,6 +83,7 @@ def detail(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     cols["Input Shapes"] = df["input_shapes"].to_numpy(object)
     if _pytorch(p):
         cols["Stack Trace"] = df["stack_trace"].to_numpy(object)
+    cols.update(roofline_columns(p, df))  # jlprof's FLOPs/roofline, after DLProf's columns
     out = pd.DataFrame(cols)
     return out.sort_values(
         ["Total GPU Time (ns)", "Total CPU Time (ns)"], ascending=False, kind="stable"
@@ -412,8 +415,13 @@ def system_config(p: Analysis) -> dict[str, Any]:
 
 
 def iterations_table(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
+    """Guide §10.2's Iterations table. Mean and std leave out the partial first/last
+    intervals (start-up before the first key node, the tail after the last: see
+    ``engine.outliers``) when the range holds complete iterations; the last row names them."""
     it = p.iterations
-    dur = it.durations_ns()[lo : hi + 1]
+    idx = steady(it, lo, hi)
+    dur = it.durations_ns()[idx]
+    left = sorted(set(range(lo, hi + 1)) - set(idx.tolist()))
     return {
         "Total Iterations": it.count if it.key_node else 0,
         "Aggregated Iterations": hi - lo + 1,
@@ -421,6 +429,7 @@ def iterations_table(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
         "Stop Iteration": hi,
         "Average Iteration Time (ns)": round(float(dur.mean()), 1) if len(dur) else 0.0,
         "Iteration Time Standard Deviation (ns)": round(float(dur.std()), 1) if len(dur) else 0.0,
+        "Partial Intervals Excluded": " ".join(map(str, left)) or "none",
     }
 
 

@@ -1,0 +1,82 @@
+"""FLOPs and roofline columns of DLProf's op rows (``engine.flops``, ``engine.gpu_peaks``).
+
+Shared by the detail report (columns appended after DLProf's) and the roofline report; it
+imports no other report module, so ``tables`` can use it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine import flops as fl
+from jlprof.engine.gpu_peaks import gpu_peaks
+
+if TYPE_CHECKING:
+    from jlprof.engine.analysis import Analysis
+
+
+def profile_gpu(p: Analysis) -> str:
+    """The CUDA device name the roofline uses: the GPU that ran the most GPU time."""
+    g = p.correlated.gpu
+    gpus = p.trace.gpus
+    if not len(gpus):
+        return ""
+    if len(g):
+        dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.float64)
+        dev = g["device_id"].to_numpy(np.int64)
+        u, inv = np.unique(dev, return_inverse=True)
+        busiest = u[np.argmax(np.bincount(inv, weights=dur))]
+        hit = gpus[gpus["cu_device"].to_numpy(np.int64) == busiest]
+        if len(hit):
+            return str(hit["name"].iloc[0])
+    return str(gpus["name"].iloc[0])
+
+
+def op_roofline(p: Analysis, df: pd.DataFrame) -> pd.DataFrame:
+    """FLOPs/bytes and roofline columns for the rows of an ``op_frame`` (same index)."""
+    costs = fl.op_costs(df)
+    calls = df["calls"].to_numpy(np.float64)
+    tflops = costs["flops"].to_numpy() * calls
+    tbytes = costs["bytes"].to_numpy() * calls
+    gpu_ns = df["gpu_sum"].to_numpy(np.float64)
+    found = gpu_peaks(profile_gpu(p))
+    tc = (df["tc_gpu_sum"] > 0).to_numpy(bool)
+    dtype = costs["dtype"].to_numpy(object)
+    # an fp32 op on Tensor Cores ran as TF32; an op off Tensor Cores gets the CUDA-core rate
+    dt = np.where(tc & (dtype == "fp32"), "tf32", np.where(tc, dtype, "fp32"))
+    if found is None:
+        peak = np.full(len(df), np.nan)
+        bw = np.nan
+    else:
+        peak = np.array([found[1].get(d, np.nan) for d in dt], dtype=np.float64)
+        bw = found[2]
+    r = fl.roofline(tflops, tbytes, gpu_ns, peak, bw)
+    return pd.DataFrame(
+        {
+            "FLOPs per Call": costs["flops"].to_numpy(),
+            "Bytes per Call": costs["bytes"].to_numpy(),
+            "Total FLOPs": tflops,
+            "Total Bytes": tbytes,
+            "Achieved TFLOP/s": r["flops_per_s"].to_numpy() / 1e12,
+            "Achieved GB/s": r["bytes_per_s"].to_numpy() / 1e9,
+            "Arithmetic Intensity (FLOP/B)": r["intensity"].to_numpy(),
+            "Roofline Data Type": np.where(np.isnan(costs["flops"].to_numpy()), "", dt),
+            "Peak TFLOP/s": peak / 1e12,
+            "Peak GB/s": np.full(len(df), bw / 1e9),
+            "Roofline Bound": r["bound"].to_numpy(object),
+            "Roofline %": r["roofline_pct"].to_numpy(),
+        },
+        index=df.index,
+    )
+
+
+def roofline_columns(p: Analysis, df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The FLOPs/roofline columns the detail report appends after DLProf's (``op_frame`` rows)."""
+    r = op_roofline(p, df).round(4)
+    return {c: r[c].to_numpy() for c in r.columns}
+
+
+__all__ = ["op_roofline", "profile_gpu", "roofline_columns"]
