@@ -105,8 +105,11 @@ def op_kind(op_type: str) -> str:
 
 
 def dtype_class(data_type: str) -> str:
-    """The roofline's data type: fp32, fp16, bf16, fp8, fp64, or '' (unknown)."""
+    """The roofline's data type: fp32, fp16, bf16, fp8, fp64, or '' (not a float type).
+    No recorded type (emit_nvtx records none) counts as fp32, PyTorch's default."""
     t = str(data_type).lower().replace("torch.", "")
+    if not t:
+        return "fp32"
     if "float8" in t or "fp8" in t:
         return "fp8"
     if "bfloat16" in t or t == "bf16":
