@@ -9,8 +9,8 @@ Per kernel launched by a traced CUDA call (``gpu.api >= 0``), with nsys' own def
 ``api_ns``      the launch call's duration; ``kernel_ns`` the kernel's
 ``launch_bound``  the kernel ran shorter than its launch call took: the host cannot launch
                 such kernels as fast as the GPU finishes them (HTA's "short kernels")
-``outlier``     latency above median + :data:`OUTLIER_K` scaled MADs of the range's launches
-                (:func:`in_range`)
+``outlier``     latency above the kernel's median + :data:`OUTLIER_K` scaled MADs of its
+                launches in the range (:func:`in_range`)
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import pandas as pd
 
 from jlprof.engine.correlate import Correlated
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.outliers import OUTLIER_K, robust_threshold
+from jlprof.engine.outliers import MAD_SCALE, MIN_SAMPLE, OUTLIER_K
 
-# A launch is a latency outlier above median + OUTLIER_K scaled MADs of the range's launches
-# (the iteration rule of ``engine.outliers``: robust to the outliers themselves).
+# A launch is a latency outlier above its kernel's median + OUTLIER_K scaled MADs (the
+# iteration rule of ``engine.outliers``: robust to the outliers themselves).
 
 
 def launches(c: Correlated, it: Iterations) -> pd.DataFrame:
@@ -58,11 +58,17 @@ def launches(c: Correlated, it: Iterations) -> pd.DataFrame:
 
 def in_range(lf: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     """The launches of kernels starting in iterations lo..hi, with the ``outlier`` flag of
-    that range (the threshold is the range's own median + k scaled MADs)."""
+    that range: latency above the kernel's own median + k scaled MADs over the range (a
+    kernel launched behind a long one always queues; that is its normal, not an outlier).
+    Kernels launched fewer than MIN_SAMPLE times are never outliers."""
     it = lf["iteration"].to_numpy()
     out = lf[(it >= lo) & (it <= hi)].reset_index(drop=True)
-    _, _, thr = robust_threshold(out["latency_ns"].to_numpy())
-    out["outlier"] = out["latency_ns"].to_numpy() > thr
+    lat = out["latency_ns"].astype(np.float64)
+    by = out["kernel"].to_numpy()
+    med = lat.groupby(by).transform("median")
+    mad = MAD_SCALE * (lat - med).abs().groupby(by).transform("median")
+    n = lat.groupby(by).transform("size")
+    out["outlier"] = ((lat > med + OUTLIER_K * mad) & (n >= MIN_SAMPLE)).to_numpy(bool)
     return out
 
 

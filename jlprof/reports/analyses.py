@@ -141,8 +141,9 @@ def iteration_mean_std(p: Analysis, lo: int, hi: int) -> tuple[float, float, lis
 
 def outlier_ops(p: Analysis, iteration: int, lo: int | None = None, hi: int | None = None):
     """Why ``iteration`` is slow: per op, its GPU and CPU time in that iteration against the
-    op's median over the complete iterations of lo..hi (0 where the op did not run), largest
-    GPU-time delta first. The deltas are what the iteration spent beyond a typical one."""
+    op's median over the complete iterations of lo..hi (0 where the op did not run), the
+    largest delta (GPU or CPU: a slow step may be host-bound) first. The deltas are what the
+    iteration spent beyond a typical one."""
     lo, hi = p.range_of(lo, hi)
     it = p.iterations
     ref = steady(it, lo, hi)
@@ -171,10 +172,9 @@ def outlier_ops(p: Analysis, iteration: int, lo: int | None = None, hi: int | No
             **out,
         }
     )
-    frame = frame.sort_values(
-        ["Delta GPU Time (ns)", "Delta CPU Time (ns)"], ascending=False, kind="stable"
-    )
-    return frame.reset_index(drop=True)
+    worst = np.maximum(frame["Delta GPU Time (ns)"], frame["Delta CPU Time (ns)"])
+    order = np.lexsort((-frame["Delta GPU Time (ns)"].to_numpy(), -worst.to_numpy()))
+    return frame.iloc[order].reset_index(drop=True)
 
 
 # ---- FLOPs and roofline ----------------------------------------------------------------

@@ -21,6 +21,7 @@ from bokeh.document import Document
 
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
+from jlprof.widgets.analyses import AnalysesPanel
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.frontend import in_kernel
 from jlprof.widgets.static import cards_html, fill, static_html
@@ -125,11 +126,12 @@ class Dashboard(w.VBox):
         self.views.tree_src.selected.on_change("indices", self._on_tree_select)
         controls = w.HBox([self.range_slider, self.key_node_box, self.domain_box, self.status])
         self.hints = w.Accordion(children=[self.hints_box], titles=("Expert hints",))
+        self.analyses = AnalysesPanel(profile)  # idle causes, launches, outliers, roofline
         self.refresh(key_node_changed=True)
         # created after the first fill: its render bundle carries the data (patches sent
         # before a view exists would be lost)
         self.bokeh = BatchedBokehModel(self.views.layout)
-        super().__init__([controls, self.cards, self.hints, self.bokeh])
+        super().__init__([controls, self.cards, self.hints, self.bokeh, self.analyses])
         self.add_class("jlprof-dashboard")
 
     # ---- scriptable API ------------------------------------------------------------------
@@ -185,6 +187,7 @@ class Dashboard(w.VBox):
             self._update_node()
             self.cards.value = cards_html(data.headline(p, lo, hi))
             self._update_hints(data.hints(p, lo, hi))
+            self.analyses.refresh()
         finally:
             self.doc.unhold()
             self._busy = False

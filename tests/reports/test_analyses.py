@@ -199,7 +199,12 @@ def test_launch_latency_queue_and_launch_bound_by_construction():
         assert row["Avg. Queue Time (ns)"] == pytest.approx(q.mean(), abs=0.05)
         assert row["Launch-Bound Launches"] == lb.sum()
         assert row["Launch-Bound %"] == pytest.approx(100 * lb.mean(), abs=0.01)
-    # one outlier: launch 17 ("short"); median + 3 scaled MADs of all 40 latencies
+    # one outlier: launch 17 ("short"), above median + 3 scaled MADs of that kernel's launches
+    for name, rows in truth.items():
+        lat = np.array([r[0] for r in rows], float)
+        med = np.median(lat)
+        thr = med + 3 * 1.4826 * np.median(np.abs(lat - med))
+        assert rep.loc[name, "Latency Outliers"] == (lat > thr).sum()
     assert rep["Latency Outliers"].to_dict() == {"short": 1, "long": 0}
 
 
