@@ -10,18 +10,23 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import defaultdict
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import jlprof
 from jlprof.engine import flops as fl
 from jlprof.engine.gpu_peaks import gpu_peaks
 from jlprof.engine.idle import SYNC_API
 from jlprof.profile import Profile
 from tests.engine.frames import call, gpu_info, kernel, make_trace, rng
 from tests.engine.synthetic import training_loop
+from tests.fixtures.loops import small_training_export
+from tests.fixtures.torch_traces import DUR, GEMM_BWD, GEMM_FWD, emit_nvtx_db
 
 CAUSE_COLS = [
     "Memory Copy (ns)",
@@ -361,3 +366,48 @@ def test_every_analysis_is_a_report_and_a_file(tmp_path):
         back["GPU Idle Time (ns)"].tolist()
         == p.report("idle_causes")["GPU Idle Time (ns)"].tolist()
     )
+
+
+def test_roofline_of_a_generated_emit_nvtx_export(tmp_path):
+    """emit_nvtx ``sizes`` in a built nsys export: every op's cost from its shapes."""
+    path = emit_nvtx_db(4).write(tmp_path / "emit.sqlite")
+    p = jlprof.load(path)
+    r = p.roofline().set_index(["Op Name", "Direction"])
+    lin_f = 2 * 8 * 10 * 784
+    lin_b = 4 * (8 * 784 + 10 * 784 + 8 * 10 + 10)
+    assert r.loc[("aten::linear", "fprop"), "FLOPs per Call"] == lin_f
+    assert r.loc[("aten::linear", "fprop"), "Bytes per Call"] == lin_b
+    # the backward node linked to it (AddmmBackward0) counts twice: input and weight gradients
+    assert r.loc[("aten::linear", "bprop"), "FLOPs per Call"] == 2 * lin_f
+    # its rate is over the GEMM kernel's fixed duration, 4 calls
+    fwd = r.loc[("aten::linear", "fprop")]
+    assert fwd["Total GPU Time (ns)"] == 4 * DUR[GEMM_FWD]
+    assert fwd["Achieved TFLOP/s"] == pytest.approx(lin_f / (DUR[GEMM_FWD] * 1e-9) / 1e12, 1e-3)
+    assert r.loc[("aten::linear", "bprop"), "Main Kernel"] == "ampere_sgemm_64x64_nt"
+    assert r.loc[("aten::linear", "bprop"), "Main Kernel GPU Time (ns)"] == 4 * DUR[GEMM_BWD]
+    # conv: 2*N*O*H*W*C*kh*kw with the input's H, W (the documented stride-1 estimate)
+    assert r.loc[("aten::conv2d", "fprop"), "FLOPs per Call"] == 2 * 8 * 4 * 16 * 16 * 3 * 9
+    # relu: one FLOP per element, read + write
+    relu = r.loc[("aten::relu", "fprop")]
+    assert (relu["FLOPs per Call"], relu["Bytes per Call"]) == (8 * 4 * 14 * 14, 2 * 4 * 6272)
+    assert relu["Roofline Bound"] == "memory"
+
+
+def test_cli_writes_the_analyses(tmp_path):
+    db = small_training_export(tmp_path / "loop.sqlite", steps=6)
+    names = ["idle_causes", "launch_stats", "iteration_outliers", "roofline"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "jlprof", "--database", str(db), "--reports", ",".join(names),
+         "--formats", "csv,json", "--output_path", str(tmp_path / "out"), "--profile_name", "cli"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    p = jlprof.load(db)
+    for n in names:
+        got = pd.read_csv(tmp_path / "out" / f"cli_{n}.csv", keep_default_na=False)
+        assert len(got) == len(p.report(n))
+        assert (tmp_path / "out" / f"cli_{n}.json").is_file()
+    o = pd.read_csv(tmp_path / "out" / "cli_iteration_outliers.csv")
+    assert o["Partial Interval"].tolist() == [True] + [False] * 5 + [True]
+    idle = pd.read_csv(tmp_path / "out" / "cli_idle_causes.csv")
+    assert (idle[CAUSE_COLS].sum(axis=1) == idle["GPU Idle Time (ns)"]).all()
