@@ -139,31 +139,54 @@ def iteration_mean_std(p: Analysis, lo: int, hi: int) -> tuple[float, float, lis
     return float(dur.mean()), float(dur.std()), left
 
 
+def _sparse_median(op: np.ndarray, val: np.ndarray, n_ops: int, n: int) -> np.ndarray:
+    """Per op 0..n_ops-1: the median of its values in ``val`` padded with zeros to ``n``
+    samples (an op absent from an iteration spent 0 there). Sort + index arithmetic: no dense
+    op x iteration matrix (pyprof traces have 10^4 ops, long runs 10^4 iterations)."""
+    out = np.zeros(n_ops, dtype=np.float64)
+    if n == 0 or len(op) == 0:
+        return out
+    order = np.lexsort((val, op))
+    op_s, val_s = op[order], val[order]
+    cnt = np.bincount(op_s, minlength=n_ops)
+    start = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+    zeros = n - cnt  # values are >= 0: the zeros sort first
+
+    def at(k: int) -> np.ndarray:
+        j = k - zeros
+        ok = (j >= 0) & (cnt > 0)
+        v = np.zeros(n_ops, dtype=np.float64)
+        v[ok] = val_s[start[ok] + j[ok]]
+        return v
+
+    out[:] = (at((n - 1) // 2) + at(n // 2)) / 2.0
+    return out
+
+
 def outlier_ops(p: Analysis, iteration: int, lo: int | None = None, hi: int | None = None):
     """Why ``iteration`` is slow: per op, its GPU and CPU time in that iteration against the
     op's median over the complete iterations of lo..hi (0 where the op did not run), the
     largest delta (GPU or CPU: a slow step may be host-bound) first. The deltas are what the
     iteration spent beyond a typical one."""
     lo, hi = p.range_of(lo, hi)
-    it = p.iterations
-    ref = steady(it, lo, hi)
+    ref = steady(p.iterations, lo, hi)
     oi = p.cube.op_iter
-    op = oi.index.get_level_values("op").to_numpy()
-    itn = oi.index.get_level_values("iteration").to_numpy()
-    keep = np.isin(itn, ref) | (itn == iteration)
-    ops_u, op_pos = np.unique(op[keep], return_inverse=True)
-    cols = np.unique(np.append(ref, iteration))
-    col = np.searchsorted(cols, itn[keep])
+    op = oi.index.get_level_values("op").to_numpy(np.int64)
+    itn = oi.index.get_level_values("iteration").to_numpy(np.int64)
+    in_ref = np.isin(itn, ref)
+    in_target = itn == iteration
+    ops_u, pos = np.unique(op[in_ref | in_target], return_inverse=True)
+    local = np.full(len(op), -1, dtype=np.int64)
+    local[in_ref | in_target] = pos
     out: dict[str, Any] = {}
-    target = int(np.searchsorted(cols, iteration))
-    ref_cols = np.isin(cols, ref)
     for name, c in (("GPU", "gpu_sum"), ("CPU", "cpu_sum")):
-        m = np.zeros((len(ops_u), len(cols)), dtype=np.float64)
-        m[op_pos, col] = oi[c].to_numpy(np.float64)[keep]
-        med = np.median(m[:, ref_cols], axis=1) if ref_cols.any() else np.zeros(len(ops_u))
-        out[f"{name} Time (ns)"] = m[:, target].astype(np.int64)
+        v = oi[c].to_numpy(np.float64)
+        med = _sparse_median(local[in_ref], v[in_ref], len(ops_u), len(ref))
+        cur = np.zeros(len(ops_u), dtype=np.float64)
+        cur[local[in_target]] = v[in_target]
+        out[f"{name} Time (ns)"] = cur.astype(np.int64)
         out[f"Median {name} Time (ns)"] = med.round(1)
-        out[f"Delta {name} Time (ns)"] = (m[:, target] - med).round(1)
+        out[f"Delta {name} Time (ns)"] = (cur - med).round(1)
     ops = p.correlated.ops
     frame = pd.DataFrame(
         {

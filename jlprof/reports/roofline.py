@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 def profile_gpu(p: Analysis) -> str:
     """The CUDA device name the roofline uses: the GPU that ran the most GPU time."""
+    return p.once("roofline_gpu", lambda: _busiest_gpu(p))
+
+
+def _busiest_gpu(p: Analysis) -> str:
     g = p.correlated.gpu
     gpus = p.trace.gpus
     if not len(gpus):

@@ -411,3 +411,16 @@ def test_cli_writes_the_analyses(tmp_path):
     assert o["Partial Interval"].tolist() == [True] + [False] * 5 + [True]
     idle = pd.read_csv(tmp_path / "out" / "cli_idle_causes.csv")
     assert (idle[CAUSE_COLS].sum(axis=1) == idle["GPU Idle Time (ns)"]).all()
+
+
+def test_sparse_median_pads_absent_iterations_with_zeros():
+    from jlprof.reports.analyses import _sparse_median
+
+    r = np.random.default_rng(4)
+    n_ops, n = 7, 9
+    dense = np.zeros((n_ops, n))
+    mask = r.random((n_ops, n)) < 0.6
+    dense[mask] = r.integers(1, 100, mask.sum())
+    op, col = np.nonzero(mask)
+    got = _sparse_median(op, dense[op, col], n_ops, n)
+    np.testing.assert_allclose(got, np.median(dense, axis=1))
