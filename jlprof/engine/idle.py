@@ -96,6 +96,9 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     q_s = np.where(has, a_e[np.maximum(g_api, 0)], 0)
     queued = has & (q_s < gs)
     host = real & (inst["parent"].to_numpy(np.int64) < 0)  # outermost ranges cover the rest
+    # a call inside a real range adds nothing to the host's busy union (aggregate._host_busy)
+    a_inst = api["inst"].to_numpy(np.int64)
+    free = ~((a_inst >= 0) & real[np.maximum(a_inst, 0)]) if len(real) else np.ones(len(a_s), bool)
 
     cats = [
         (lane[is_kernel], gs[is_kernel], ge[is_kernel]),
@@ -104,9 +107,9 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
         _per_lane(i_pid[dl], i_s[dl], i_e[dl], pairs),
         (lane[queued], q_s[queued], gs[queued]),
         _per_lane(
-            np.concatenate([a_pid, i_pid[host]]),
-            np.concatenate([a_s, i_s[host]]),
-            np.concatenate([a_e, i_e[host]]),
+            np.concatenate([a_pid[free], i_pid[host]]),
+            np.concatenate([a_s[free], i_s[host]]),
+            np.concatenate([a_e[free], i_e[host]]),
             pairs,
         ),
     ]
@@ -115,6 +118,7 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     cum = np.zeros((len(cats) + 1, ngroups), dtype=np.int64)
     acc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     for k, (cl, cs, ce) in enumerate(cats):
+        cl, cs, ce = intervals.merge(cl, cs, ce)  # fewer, longer pieces to split and re-merge
         row, win, ps, pe = intervals.clip_to_windows(cs, ce, it.bounds_ns)
         parts = [cl[row] * n_it + win, ps, pe]
         if acc is not None:

@@ -51,7 +51,10 @@ def launches(c: Correlated, it: Iterations) -> pd.DataFrame:
             "queue_ns": np.maximum(gs - a_e, 0),
         }
     )
-    out["api_name"] = a["name"].to_numpy(object)[ai] if len(ai) else np.array([], object)
+    names = a["name"]
+    out["api_name"] = pd.Categorical.from_codes(
+        names.cat.codes.to_numpy()[ai], names.cat.categories
+    )
     out["launch_bound"] = out["kernel_ns"].to_numpy() < out["api_ns"].to_numpy()
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
 

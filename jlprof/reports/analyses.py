@@ -23,7 +23,7 @@ from jlprof.engine.idle import CAUSE_LABELS, CAUSES, idle_causes
 from jlprof.engine.launch import in_range, launch_summary, launches
 from jlprof.engine.outliers import OUTLIER_K, iteration_outliers, partial_mask, steady
 from jlprof.reports.roofline import op_roofline, profile_gpu
-from jlprof.reports.tables import combine, op_frame
+from jlprof.reports.tables import combine, op_frame, take_categorical
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -75,7 +75,7 @@ def launches_in_range(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """The launches of iterations lo..hi with the range's outlier flag, and kernel names."""
     lf = in_range(launch_frame(p), lo, hi)
     names = p.kernel_flags["short_name"].to_numpy(object)
-    lf["kernel_name"] = names[lf["kernel"].to_numpy()] if len(lf) else np.array([], object)
+    lf["kernel_name"] = take_categorical(names, lf["kernel"].to_numpy())
     return lf
 
 
