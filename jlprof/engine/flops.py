@@ -222,8 +222,13 @@ def call_cost(op_type: str, input_shapes: str, data_type: str, bprop: bool) -> t
 def op_costs(ops: pd.DataFrame) -> pd.DataFrame:
     """Per row of ``ops`` (op_type, input_shapes, data_type, direction): flops and bytes per
     call, the model's kind and the data type class. One evaluation per distinct row."""
+    if len(ops) == 0:
+        z = np.zeros(0)
+        return pd.DataFrame({"flops": z, "bytes": z, "kind": [], "dtype": []}, index=ops.index)
     key = ops[["op_type", "input_shapes", "data_type", "direction"]].astype(str)
-    uniq, inv = np.unique(key.agg("\x1f".join, axis=1).to_numpy(object), return_inverse=True)
+    joined = key["op_type"] + "\x1f" + key["input_shapes"] + "\x1f" + key["data_type"]
+    joined = joined + "\x1f" + key["direction"]
+    uniq, inv = np.unique(joined.to_numpy(object), return_inverse=True)
     costs = np.array(
         [
             call_cost(t, s, d, r == "bprop")

@@ -41,7 +41,9 @@ def _busiest_gpu(p: Analysis) -> str:
 
 def op_roofline(p: Analysis, df: pd.DataFrame) -> pd.DataFrame:
     """FLOPs/bytes and roofline columns for the rows of an ``op_frame`` (same index)."""
-    costs = fl.op_costs(df)
+    # per op, not per range: computed once for every op of the profile
+    every = p.once("op_costs", lambda: fl.op_costs(p.correlated.ops))
+    costs = every.iloc[df.index.to_numpy(np.int64)].set_axis(df.index)
     calls = df["calls"].to_numpy(np.float64)
     tflops = costs["flops"].to_numpy() * calls
     tbytes = costs["bytes"].to_numpy() * calls
@@ -55,8 +57,10 @@ def op_roofline(p: Analysis, df: pd.DataFrame) -> pd.DataFrame:
         peak = np.full(len(df), np.nan)
         bw = np.nan
     else:
-        peak = np.array([found[1].get(d, np.nan) for d in dt], dtype=np.float64)
+        table = {d: found[1].get(d, np.nan) for d in set(dt.tolist())}  # a few types
+        peak = np.array([table[d] for d in dt], dtype=np.float64)
         bw = found[2]
+    peak = np.where(np.isnan(costs["flops"].to_numpy()), np.nan, peak)
     r = fl.roofline(tflops, tbytes, gpu_ns, peak, bw)
     return pd.DataFrame(
         {
@@ -69,7 +73,7 @@ def op_roofline(p: Analysis, df: pd.DataFrame) -> pd.DataFrame:
             "Arithmetic Intensity (FLOP/B)": r["intensity"].to_numpy(),
             "Roofline Data Type": np.where(np.isnan(costs["flops"].to_numpy()), "", dt),
             "Peak TFLOP/s": peak / 1e12,
-            "Peak GB/s": np.full(len(df), bw / 1e9),
+            "Peak GB/s": np.where(np.isnan(peak), np.nan, bw / 1e9),
             "Roofline Bound": r["bound"].to_numpy(object),
             "Roofline %": r["roofline_pct"].to_numpy(),
         },
