@@ -266,6 +266,17 @@ class AnalysesViews:
             tools="pan,wheel_zoom,reset,save",
         )
         r.multi_line(xs="xs", ys="ys", source=self.roof_lines, color="#555555", line_width=1.5)
+        self.roof_labels = ColumnDataSource({"x": [], "y": [], "text": []})
+        r.text(
+            x="x",
+            y="y",
+            text="text",
+            source=self.roof_labels,
+            text_font_size="9pt",
+            text_baseline="bottom",
+            text_align="right",
+            text_color="#555555",
+        )
         pts = r.scatter(x="ai", y="tflops", source=self.roof_src, size=8, color="#2ca02c")
         r.add_tools(
             HoverTool(
@@ -311,7 +322,16 @@ class AnalysesViews:
         self.update_why(p, lo, hi)
         pts, roofs = roofline_data(p, lo, hi)
         self.roof_src.data = {c: pts[c].to_numpy() for c in pts.columns}
-        self.roof_lines.data = _roofs(roofs, pts)
+        lines = _roofs(roofs, pts)
+        self.roof_lines.data = lines
+        self.roof_labels.data = {
+            "x": [xs[-1] for xs in lines["xs"]],
+            "y": [ys[-1] for ys in lines["ys"]],
+            "text": [
+                f"{d} {y:g} TFLOP/s"
+                for d, y in zip(lines["label"], [ys[-1] for ys in lines["ys"]], strict=True)
+            ],
+        }
         self.roof_note.text = (
             f"{len(pts)} ops with recorded shapes · {roofs['gpu'] or 'GPU unknown'}"
             + (f" ({roofs['model']} roofs)" if roofs["model"] else " (not in the peak table)")
@@ -343,7 +363,8 @@ def _unique(labels: list[str]) -> list[str]:
 
 
 def _roofs(roofs: dict[str, Any], pts: pd.DataFrame) -> dict[str, list]:
-    """One polyline per data type: min(peak, AI * bandwidth) over the points' AI span."""
+    """One polyline per peak: min(peak, AI * bandwidth) over the points' AI span; types with
+    the same peak share it (label ``fp16/bf16``)."""
     if not roofs["peaks"] or not np.isfinite(roofs["bw"]):
         return {"xs": [], "ys": [], "label": []}
     ai = pts["ai"].to_numpy(np.float64)
@@ -351,7 +372,11 @@ def _roofs(roofs: dict[str, Any], pts: pd.DataFrame) -> dict[str, list]:
     lo = min(float(ai.min()) / 4 if len(ai) else 0.01, 0.01)
     hi = max(float(ai.max()) * 4 if len(ai) else 1e4, 1e3)
     xs, ys, labels = [], [], []
+    by_peak: dict[float, list[str]] = {}
     for dtype, peak in roofs["peaks"].items():
+        by_peak.setdefault(peak, []).append(dtype)
+    for peak, names in by_peak.items():
+        dtype = "/".join(names)
         ridge = peak * 1e12 / roofs["bw"]
         x = [lo, ridge, hi] if lo < ridge < hi else [lo, hi]
         xs.append(x)
