@@ -8,8 +8,10 @@ GEMM  ``linear`` (x[..., K], W[N, K]), ``matmul``/``mm`` (A[..., M, K], B[..., K
       ``addmm``/``baddbmm``/``addbmm`` (bias first): FLOPs = 2*M*N*K per batch element;
       bytes = s * (|A| + |B| + |C|) (each operand read or written once: the ideal traffic).
 conv  ``conv1d/2d/3d``, ``convolution``, ``cudnn_convolution``... (x[N, C, *S], W[O, C/g, *R]):
-      FLOPs = 2 * N * O * prod(S_out) * (C/g) * prod(R); the output size is not recorded, so
-      S_out = S (stride 1, size-preserving padding: an estimate, exact for "same" convs).
+      FLOPs = 2 * N * O * prod(S_out) * (C/g) * prod(R). S_out from stride, padding and
+      dilation where the range text records them (PyProf / DLProf-plugin ``args``:
+      :func:`conv_params`); emit_nvtx records none, and then S_out = S (stride 1,
+      size-preserving padding: an estimate, exact for "same" convs).
 elementwise (``add``, ``mul``, ``relu``, ``gelu``...): FLOPs = output elements (one per element);
       bytes = s * (inputs' elements + output elements), the output broadcast from the inputs.
 
@@ -20,10 +22,12 @@ All of it runs once per distinct (type, shapes, data type), never per kernel.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -178,7 +182,38 @@ def _gemm(kind: str, shapes: list[list[int]]) -> tuple[float, float] | None:
     return 2.0 * batch * m * n * k, float(_numel(a) + _numel(b) + batch * m * n)
 
 
-def _conv(shapes: list[list[int]]) -> tuple[float, float] | None:
+def _per_dim(v: Any, nd: int, default: int) -> list[int] | None:
+    if v is None:
+        return [default] * nd
+    if isinstance(v, int):
+        return [v] * nd
+    if isinstance(v, (list, tuple)) and all(isinstance(d, int) for d in v):
+        return list(v) * nd if len(v) == 1 else list(v) if len(v) == nd else None
+    return None
+
+
+def conv_output(spatial: list[int], kernel: list[int], params: dict[str, Any]) -> list[int] | None:
+    """Output size per spatial dim from stride/padding/dilation (PyTorch's formula); the
+    input size (stride 1, size-preserving) when no parameter is known."""
+    if not params:
+        return list(spatial)
+    nd = len(spatial)
+    pad = params.get("padding")
+    stride = _per_dim(params.get("stride"), nd, 1)
+    dil = _per_dim(params.get("dilation"), nd, 1)
+    if pad == "same":
+        return list(spatial)
+    p = _per_dim(0 if pad == "valid" else pad, nd, 0)
+    if stride is None or dil is None or p is None or min(stride) <= 0:
+        return None
+    out = [
+        (s + 2 * pp - d * (k - 1) - 1) // st + 1
+        for s, pp, d, k, st in zip(spatial, p, dil, kernel, stride, strict=True)
+    ]
+    return out if min(out) > 0 else None
+
+
+def _conv(shapes: list[list[int]], params: dict[str, Any]) -> tuple[float, float] | None:
     if len(shapes) < 2 or len(shapes[0]) < 3 or len(shapes[1]) != len(shapes[0]):
         return None
     x, w = shapes[0], shapes[1]
@@ -186,9 +221,51 @@ def _conv(shapes: list[list[int]]) -> tuple[float, float] | None:
     o, c_g, kernel = w[0], w[1], w[2:]
     if c_g <= 0 or c % c_g:
         return None
-    out = n * o * _numel(spatial)
+    s_out = conv_output(spatial, kernel, params)
+    if s_out is None:
+        return None
+    out = n * o * _numel(s_out)
     flops = 2.0 * out * c_g * _numel(kernel)
     return flops, float(_numel(x) + _numel(w) + out)
+
+
+CONV_ARGS = ("stride", "padding", "dilation", "groups")  # F.conv*d's after input/weight/bias
+
+
+def conv_params(text: str) -> str:
+    """Stride, padding, dilation and groups of a PyProf / DLProf-plugin conv call, from its
+    range text's ``args`` (positional after input, weight, bias, or named), as a canonical
+    string for :func:`call_cost` ('' when the text has none: emit_nvtx records no values)."""
+    if not text.startswith("{") or ("'args'" not in text and '"args"' not in text):
+        return ""
+    try:
+        d = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ""
+    args = d.get("args") if isinstance(d, dict) else None
+    if not isinstance(args, list):
+        return ""
+    pos = [a for a in args if isinstance(a, dict) and not a.get("name")]
+    named = {a["name"]: a.get("value") for a in args if isinstance(a, dict) and a.get("name")}
+    got = {}
+    for i, key in enumerate(CONV_ARGS):
+        if key in named:
+            got[key] = named[key]
+        elif len(pos) > 3 + i and "value" in pos[3 + i]:
+            got[key] = pos[3 + i]["value"]
+    return (
+        repr({k: (list(v) if isinstance(v, tuple) else v) for k, v in got.items()}) if got else ""
+    )
+
+
+def _params(text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        v = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return {}
+    return v if isinstance(v, dict) else {}
 
 
 def _elementwise(shapes: list[list[int]]) -> tuple[float, float] | None:
@@ -202,14 +279,23 @@ def _elementwise(shapes: list[list[int]]) -> tuple[float, float] | None:
 
 
 @lru_cache(maxsize=4096)
-def call_cost(op_type: str, input_shapes: str, data_type: str, bprop: bool) -> tuple[float, float]:
-    """(FLOPs, bytes) of one call; (nan, nan) when the op or its shapes are not modelled."""
+def call_cost(
+    op_type: str, input_shapes: str, data_type: str, bprop: bool, conv: str = ""
+) -> tuple[float, float]:
+    """(FLOPs, bytes) of one call; (nan, nan) when the op or its shapes are not modelled.
+    ``conv``: :func:`conv_params` of the call's text (stride, padding, ...), '' if unknown."""
     kind = op_kind(op_type)
     shapes = parse_shapes(input_shapes) if kind else None
     if not shapes:
         return math.nan, math.nan
     t = str(op_type).lower().rsplit("::", 1)[-1].rsplit(".", 1)[-1].strip("_")
-    got = _gemm(t, shapes) if kind == "gemm" else _conv(shapes) if kind == "conv" else None
+    got = (
+        _gemm(t, shapes)
+        if kind == "gemm"
+        else _conv(shapes, _params(conv))
+        if kind == "conv"
+        else None
+    )
     if kind == "elementwise":
         got = _elementwise(shapes)
     if got is None:
@@ -219,20 +305,22 @@ def call_cost(op_type: str, input_shapes: str, data_type: str, bprop: bool) -> t
     return factor * flops, factor * elems * element_bytes(data_type)
 
 
-def op_costs(ops: pd.DataFrame) -> pd.DataFrame:
+def op_costs(ops: pd.DataFrame, conv: np.ndarray | None = None) -> pd.DataFrame:
     """Per row of ``ops`` (op_type, input_shapes, data_type, direction): flops and bytes per
-    call, the model's kind and the data type class. One evaluation per distinct row."""
+    call, the model's kind and the data type class. ``conv``: per row, :func:`conv_params`
+    of the op's text ('' unknown). One evaluation per distinct row."""
     if len(ops) == 0:
         z = np.zeros(0)
         return pd.DataFrame({"flops": z, "bytes": z, "kind": [], "dtype": []}, index=ops.index)
     key = ops[["op_type", "input_shapes", "data_type", "direction"]].astype(str)
+    cv = pd.Series(np.full(len(ops), "", object) if conv is None else conv, index=ops.index)
     joined = key["op_type"] + "\x1f" + key["input_shapes"] + "\x1f" + key["data_type"]
-    joined = joined + "\x1f" + key["direction"]
+    joined = joined + "\x1f" + key["direction"] + "\x1f" + cv.astype(str)
     uniq, inv = np.unique(joined.to_numpy(object), return_inverse=True)
     costs = np.array(
         [
-            call_cost(t, s, d, r == "bprop")
-            for t, s, d, r in (u.split("\x1f") for u in uniq.tolist())
+            call_cost(t, s, d, r == "bprop", c)
+            for t, s, d, r, c in (u.split("\x1f") for u in uniq.tolist())
         ],
         dtype=np.float64,
     ).reshape(-1, 2)
@@ -276,4 +364,13 @@ def roofline(
     )
 
 
-__all__ = ["call_cost", "dtype_class", "op_costs", "op_kind", "parse_shapes", "roofline"]
+__all__ = [
+    "call_cost",
+    "conv_output",
+    "conv_params",
+    "dtype_class",
+    "op_costs",
+    "op_kind",
+    "parse_shapes",
+    "roofline",
+]

@@ -39,10 +39,28 @@ def _busiest_gpu(p: Analysis) -> str:
     return str(gpus["name"].iloc[0])
 
 
+def _conv_texts(p: Analysis) -> np.ndarray:
+    """Per op: :func:`flops.conv_params` of its first instance's range text, for the conv ops
+    only (a handful of texts decoded, not one per call)."""
+    c = p.correlated
+    ops = c.ops
+    out = np.full(len(ops), "", dtype=object)
+    conv = np.array([fl.op_kind(t) == "conv" for t in ops["op_type"].astype(str)], dtype=bool)
+    if not conv.any() or c.nvtx is None or not len(c.nvtx):
+        return out
+    inst_op = c.inst["op"].to_numpy(np.int64)[: len(c.nvtx)]
+    op_u, first = np.unique(inst_op, return_index=True)
+    keep = (op_u >= 0) & conv[np.maximum(op_u, 0)]
+    texts = c.nvtx["text"].to_numpy(object)
+    for op, row in zip(op_u[keep].tolist(), first[keep].tolist(), strict=True):
+        out[op] = fl.conv_params(str(texts[row]))
+    return out
+
+
 def op_roofline(p: Analysis, df: pd.DataFrame) -> pd.DataFrame:
     """FLOPs/bytes and roofline columns for the rows of an ``op_frame`` (same index)."""
     # per op, not per range: computed once for every op of the profile
-    every = p.once("op_costs", lambda: fl.op_costs(p.correlated.ops))
+    every = p.once("op_costs", lambda: fl.op_costs(p.correlated.ops, _conv_texts(p)))
     costs = every.iloc[df.index.to_numpy(np.int64)].set_axis(df.index)
     calls = df["calls"].to_numpy(np.float64)
     tflops = costs["flops"].to_numpy() * calls

@@ -424,3 +424,22 @@ def test_sparse_median_pads_absent_iterations_with_zeros():
     op, col = np.nonzero(mask)
     got = _sparse_median(op, dense[op, col], n_ops, n)
     np.testing.assert_allclose(got, np.median(dense, axis=1))
+
+
+def test_conv_output_size_from_pyprof_args():
+    text = (
+        "{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [{'name': '', 'type': 'tensor', "
+        "'shape': (2, 8, 32, 32), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': "
+        "(16, 4, 5, 5), 'dtype': 'float16'}, {'name': '', 'type': 'NoneType', 'value': None}, "
+        "{'name': '', 'type': 'tuple', 'value': (2, 2)}, {'name': '', 'type': 'tuple', "
+        "'value': (1, 1)}, {'name': '', 'type': 'tuple', 'value': (2, 2)}, "
+        "{'name': 'groups', 'type': 'int', 'value': 2}]}"
+    )
+    params = fl.conv_params(text)
+    # stride 2, padding 1, dilation 2, groups 2: out = (32 + 2 - 2*4 - 1) // 2 + 1 = 13
+    f, b = fl.call_cost("conv2d", "[[2,8,32,32],[16,4,5,5]]", "float16", False, params)
+    out = 2 * 16 * 13 * 13
+    assert f == 2 * out * 4 * 25
+    assert b == 2 * (2 * 8 * 32 * 32 + 16 * 4 * 25 + out)
+    assert fl.conv_params("aten::conv2d, seq = 3") == ""  # emit_nvtx: no values recorded
+    assert "'padding': 'same'" in fl.conv_params(text.replace("'value': (1, 1)", "'value': 'same'"))

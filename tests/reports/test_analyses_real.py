@@ -228,7 +228,8 @@ def test_roofline_of_the_real_pyprof_trace():
     assert set(r["Model"]) >= {"conv", "elementwise"}
     assert (r["GPU"] == "NVIDIA A100-SXM4-40GB").all()
     conv = r[r["Input Shapes"] == "[[1,128,64,64],[144,128,7,7],[144]]"].iloc[0]
-    # 2 * N * O * H * W * C * kh * kw (stride 1, size-preserving padding: 7x7 with padding 3)
+    # 2 * N * O * H * W * C * kh * kw: the PyProf args say stride 1, padding 3, dilation 1
+    # (7x7 filter), so the output keeps 64x64
     flops = 2 * 1 * 144 * 64 * 64 * 128 * 7 * 7
     assert conv["FLOPs per Call"] == flops
     assert conv["Achieved TFLOP/s"] == pytest.approx(
