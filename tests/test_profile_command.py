@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import jlprof
+from jlprof.reports import REPORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.nsys
@@ -36,7 +37,7 @@ def run(tmp_path_factory) -> Path:
 def test_raw_files_kept_and_reports_written(run):
     names = {p.name for p in run.iterdir()}
     assert {"nsys_profile.nsys-rep", "nsys_profile.sqlite", "jlprof_summary.json"} <= names
-    assert len([n for n in names if n.startswith("jlprof_")]) == 16
+    assert len([n for n in names if n.startswith("jlprof_")]) == 2 * len(REPORTS)
 
 
 def test_iterations_and_ops_from_the_real_profile(run):

@@ -93,7 +93,8 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     # queued: the launch call returned, the work has not started
     g_api = g["api"].to_numpy(np.int64)
     has = g_api >= 0
-    q_s = np.where(has, a_e[np.maximum(g_api, 0)], 0)
+    q_s = np.zeros(len(g_api), np.int64)  # no API table: nothing is ever seen queued
+    q_s[has] = a_e[g_api[has]]
     queued = has & (q_s < gs)
     host = real & (inst["parent"].to_numpy(np.int64) < 0)  # outermost ranges cover the rest
     # a call inside a real range adds nothing to the host's busy union (aggregate._host_busy)
