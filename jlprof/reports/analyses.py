@@ -23,7 +23,7 @@ from jlprof.engine.idle import CAUSE_LABELS, CAUSES, idle_causes
 from jlprof.engine.launch import in_range, launch_summary, launches
 from jlprof.engine.outliers import OUTLIER_K, iteration_outliers, partial_mask, steady
 from jlprof.reports.roofline import op_roofline, profile_gpu
-from jlprof.reports.tables import combine, op_frame, take_categorical
+from jlprof.reports.tables import kernel_frame, op_frame, take_categorical
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -206,12 +206,16 @@ def outlier_ops(p: Analysis, iteration: int, lo: int | None = None, hi: int | No
 def _main_kernels(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Per op: its kernel with the most GPU time in lo..hi (the op's FLOPs are attributed to
     it: a GEMM op's GEMM kernel, not the small kernels around it), and that kernel's time."""
-    comb = combine(p.cube.kernel_iter, ["kernel", "op"], lo, hi)
-    if comb.empty:
+    kf = kernel_frame(p, lo, hi)  # the kernel report's (kernel, op) rows, shared memo
+    if kf.empty:
         return pd.DataFrame(columns=["kernel", "gpu_sum"])
-    k = comb.index.get_level_values("kernel").to_numpy()
-    op = comb.index.get_level_values("op").to_numpy()
-    f = pd.DataFrame({"op": op, "kernel": k, "gpu_sum": comb["gpu_sum"].to_numpy(np.int64)})
+    f = pd.DataFrame(
+        {
+            "op": kf["op"].to_numpy(np.int64),
+            "kernel": kf["kernel"].to_numpy(np.int64),
+            "gpu_sum": kf["gpu_sum"].to_numpy(np.int64),
+        }
+    )
     f = f[f["op"] >= 0].sort_values(["op", "gpu_sum"], ascending=[True, False], kind="stable")
     return f.drop_duplicates("op").set_index("op")
 
@@ -222,7 +226,11 @@ def roofline_report(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     r = op_roofline(p, df)
     has = ~np.isnan(r["Total FLOPs"].to_numpy())
     df, r = df[has], r[has]
-    mk = _main_kernels(p, lo, hi).reindex(df.index)
+    mk = (
+        _main_kernels(p, lo, hi).reindex(df.index)
+        if has.any()
+        else pd.DataFrame({"kernel": [], "gpu_sum": []}, index=df.index)
+    )
     short = p.kernel_flags["short_name"].to_numpy(object)
     kidx = mk["kernel"].fillna(-1).to_numpy(np.int64)
     k_ns = mk["gpu_sum"].fillna(0).to_numpy(np.float64)
