@@ -55,6 +55,11 @@ def steady(it: Iterations, lo: int, hi: int, include_partial: bool = False) -> n
     return keep if len(keep) else idx
 
 
+def excluded(it: Iterations, lo: int, hi: int, include_partial: bool = False) -> list[int]:
+    """The iterations of lo..hi that :func:`steady` leaves out of mean +- std (partial ones)."""
+    return sorted(set(range(lo, hi + 1)) - set(steady(it, lo, hi, include_partial).tolist()))
+
+
 def iteration_outliers(it: Iterations, lo: int, hi: int, k: float = OUTLIER_K) -> pd.DataFrame:
     """Per iteration of lo..hi: duration, partial, robust z ((d - median) / scaled MAD) and the
     outlier flag, against the median and MAD of the range's complete iterations."""
@@ -85,6 +90,7 @@ __all__ = [
     "MAD_SCALE",
     "MIN_SAMPLE",
     "OUTLIER_K",
+    "excluded",
     "iteration_outliers",
     "partial_mask",
     "robust_threshold",

@@ -415,13 +415,12 @@ def system_config(p: Analysis) -> dict[str, Any]:
 
 
 def iterations_table(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
-    """Guide §10.2's Iterations table. Mean and std leave out the partial first/last
-    intervals (start-up before the first key node, the tail after the last: see
-    ``engine.outliers``) when the range holds complete iterations; the last row names them."""
+    """Guide §10.2's Iterations table (its rows only). Mean and std leave out the partial
+    first/last intervals (start-up before the first key node, the tail after the last: see
+    ``engine.outliers``) when the range holds complete iterations; the CLI's progress line,
+    the dashboard card and the iteration_outliers report say which (``outliers.excluded``)."""
     it = p.iterations
-    idx = steady(it, lo, hi)
-    dur = it.durations_ns()[idx]
-    left = sorted(set(range(lo, hi + 1)) - set(idx.tolist()))
+    dur = it.durations_ns()[steady(it, lo, hi)]
     return {
         "Total Iterations": it.count if it.key_node else 0,
         "Aggregated Iterations": hi - lo + 1,
@@ -429,7 +428,6 @@ def iterations_table(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
         "Stop Iteration": hi,
         "Average Iteration Time (ns)": round(float(dur.mean()), 1) if len(dur) else 0.0,
         "Iteration Time Standard Deviation (ns)": round(float(dur.std()), 1) if len(dur) else 0.0,
-        "Partial Intervals Excluded": " ".join(map(str, left)) or "none",
     }
 
 

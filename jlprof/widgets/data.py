@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES
-from jlprof.engine.outliers import iteration_outliers
+from jlprof.engine.outliers import excluded, iteration_outliers
 from jlprof.engine.timeline import (  # the timelines are the engine's: re-exported for the views
     BINS_PER_LANE,
     MAX_KERNEL_GLYPHS,
@@ -107,7 +107,7 @@ def headline(p: Analysis, lo: int, hi: int) -> Headline:
         iterations_found=int(its["Total Iterations"]),
         aggregated=int(its["Aggregated Iterations"]),
         key_node=p.key_node,
-        partial_excluded=str(its.get("Partial Intervals Excluded", "none")),
+        partial_excluded=" ".join(map(str, excluded(p.iterations, lo, hi))) or "none",
     )
 
 
