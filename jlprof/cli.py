@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     if prof.key_node:
         say(
             f"key node {prof.key_node!r}: {it.count} iterations; aggregating "
-            f"{prof.iter_start}..{prof.iter_stop}"
+            f"{prof.iter_start}..{prof.iter_stop}{_partial_note(prof)}"
         )
     else:
         cands = ", ".join(prof.suggest_key_nodes(3)["op_name"]) or "none"
@@ -298,6 +298,18 @@ def _fail(args: argparse.Namespace, message: str, status: int) -> int:
         traceback.print_exc()
     print(f"jlprof: error: {message}", file=sys.stderr)
     return status
+
+
+def _partial_note(prof) -> str:
+    """Says which partial intervals the summary's mean ± std iteration time leaves out."""
+    from jlprof.engine.outliers import excluded
+
+    left = excluded(prof.iterations, prof.iter_start, prof.iter_stop)
+    if not left:
+        return ""
+    return (
+        f" (mean ± std iteration time leaves out the partial intervals {', '.join(map(str, left))})"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

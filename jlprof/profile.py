@@ -56,6 +56,46 @@ class Profile(Analysis):
         """One DLProf report as a DataFrame (the summary: one tidy frame of all its tables)."""
         return catalog.report(self, name, iter_start, iter_stop)
 
+    # ---- analyses beyond DLProf (docs/analyses.md) ------------------------------------------
+    def idle_causes(
+        self, iter_start: int | None = None, iter_stop: int | None = None, by: str = "iteration"
+    ) -> pd.DataFrame:
+        """GPU idle time split by cause, per GPU and iteration (``by="gpu"``: per GPU, with %)."""
+        from jlprof.reports.analyses import idle_by_gpu
+
+        if by == "gpu":
+            return idle_by_gpu(self, *self.range_of(iter_start, iter_stop))
+        return self.report("idle_causes", iter_start, iter_stop)
+
+    def launch_stats(
+        self, iter_start: int | None = None, iter_stop: int | None = None, per_launch: bool = False
+    ) -> pd.DataFrame:
+        """Kernel launch latency, queueing, launch-bound share and outliers per kernel
+        (``per_launch=True``: one row per launch)."""
+        from jlprof.reports.analyses import launches_in_range
+
+        if per_launch:
+            return launches_in_range(self, *self.range_of(iter_start, iter_stop))
+        return self.report("launch_stats", iter_start, iter_stop)
+
+    def iteration_outliers(
+        self, iter_start: int | None = None, iter_stop: int | None = None
+    ) -> pd.DataFrame:
+        """Iterations slower than median + k scaled MADs (partial intervals marked, not flagged)."""
+        return self.report("iteration_outliers", iter_start, iter_stop)
+
+    def outlier_ops(
+        self, iteration: int, iter_start: int | None = None, iter_stop: int | None = None
+    ) -> pd.DataFrame:
+        """Why ``iteration`` is slow: each op's time in it against its median iteration time."""
+        from jlprof.reports.analyses import outlier_ops
+
+        return outlier_ops(self, iteration, iter_start, iter_stop)
+
+    def roofline(self, iter_start: int | None = None, iter_stop: int | None = None) -> pd.DataFrame:
+        """FLOPs, bytes, achieved rates and roofline position of the ops with recorded shapes."""
+        return self.report("roofline", iter_start, iter_stop)
+
     def summary(self, iter_start: int | None = None, iter_stop: int | None = None) -> dict:
         """The summary report's five tables, keyed by the guide's table names."""
         return catalog.summary(self, iter_start, iter_stop)

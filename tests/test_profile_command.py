@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import jlprof
+from jlprof.reports import REPORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.nsys
@@ -37,7 +38,9 @@ def test_raw_files_kept_and_reports_written(run):
     names = {p.name for p in run.iterdir()}
     assert {"nsys_profile.nsys-rep", "nsys_profile.sqlite", "dlprof_summary.json"} <= names
     assert "dlprof_dldb.sqlite" in names  # DLProf's database (guide §4.3)
-    assert len([n for n in names if n.startswith("dlprof_") and n != "dlprof_dldb.sqlite"]) == 16
+    assert len(
+        [n for n in names if n.startswith("dlprof_") and n != "dlprof_dldb.sqlite"]
+    ) == 2 * len(REPORTS)
     # the guide's files (§4.3; .nsys-rep is the guide's .qdrep) and the reports, plus the raw
     # capture nsys 2022.4 leaves here (jlprof imports it itself and never removes it)
     assert {n for n in names if not n.startswith("dlprof_")} <= {

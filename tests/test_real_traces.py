@@ -1,5 +1,5 @@
 """Every real third-party export (tests/data/real): reads completely, both fetch paths agree,
-and all eight reports build in a few seconds.
+and all reports (DLProf's eight and jlprof's analyses) build in a few seconds.
 
 The exports come from other people's machines (nsys 2021.1 to 2025.5, Jetson to H200); see
 their SOURCE.md files. NVIDIA's ``nsys stats`` cross-checks on them are in

@@ -31,7 +31,10 @@ from jlprof import outputs
 from jlprof.cli import main
 from jlprof.errors import InputError, JlprofError, OptionError, OutputError
 from jlprof.options import DEFAULT_PROFILE_NAME
+from jlprof.reports import REPORTS
 from tests.fixtures.scenarios import cpu_only_db, rich_db
+
+ALL_FILES = 2 * len(REPORTS)  # --reports=all --formats=csv,json
 
 REPO = Path(__file__).resolve().parents[1]
 ODD_NAMES = ("run#1.sqlite", "run%20a.sqlite", "run?x=1.sqlite", "run a é.sqlite", "100%.sqlite")
@@ -121,7 +124,7 @@ def test_odd_file_name_from_the_command_line(tmp_path, export, reference) -> Non
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert len(same_as_reference(tmp_path / "out", reference)) == 16
+    assert len(same_as_reference(tmp_path / "out", reference)) == ALL_FILES
     assert {k: v for k, v in tree(tmp_path).items() if not k.startswith("out/")} == before
 
 
@@ -312,7 +315,7 @@ def test_disk_full_on_a_tiny_tmpfs(tmpfs, tmp_path, export, reference, capsys) -
     assert rc == 2
     assert "no space left on the device" in error_line(capsys.readouterr().err)
     written = same_as_reference(fs / "out", reference)  # whole files only ...
-    assert len(written) < 16  # ... and not all of them fitted
+    assert len(written) < ALL_FILES  # ... and not all of them fitted
     no_partials(fs)
 
 
@@ -381,7 +384,7 @@ def test_interrupted_write_leaves_no_file(sig, tmp_path, export, reference, caps
     # a rerun without -f writes every file whole (nothing "kept") and clears the leftovers
     assert main(cli_args(export, out)) == 0
     assert "kept" not in capsys.readouterr().err
-    assert len(same_as_reference(out, reference)) == 16
+    assert len(same_as_reference(out, reference)) == ALL_FILES
     no_partials(out)
 
 
@@ -395,7 +398,7 @@ def test_two_runs_into_one_folder(tmp_path, export, reference, capsys) -> None:
     finally:
         slow.kill()
         slow.communicate(timeout=60)
-    assert len(same_as_reference(out, reference)) == 16
+    assert len(same_as_reference(out, reference)) == ALL_FILES
 
 
 def test_stale_partials_of_dead_processes_only(tmp_path) -> None:

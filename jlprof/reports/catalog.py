@@ -9,7 +9,7 @@ import pandas as pd
 
 from jlprof.engine.memory import heavy_stage
 from jlprof.errors import AnalysisError
-from jlprof.reports import ALIASES, REPORTS, tables
+from jlprof.reports import ALIASES, REPORT_NAMES, analyses, tables
 from jlprof.reports.expert import run_all
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ BUILDERS = {
     "op_type": tables.op_type,
     "group_node": tables.group_node,
     "expert_systems": run_all,
+    "idle_causes": analyses.idle_report,
+    "launch_stats": analyses.launch_report,
+    "iteration_outliers": analyses.outliers_report,
+    "roofline": analyses.roofline_report,
 }
 
 
@@ -32,8 +36,8 @@ def report(
 ) -> pd.DataFrame:
     """One DLProf report as a DataFrame (the summary: one tidy frame of all its tables)."""
     name = ALIASES.get(name, name)
-    if name not in REPORTS:
-        raise AnalysisError(f"unknown report {name!r}; choose from {', '.join(REPORTS)}.")
+    if name not in REPORT_NAMES:
+        raise AnalysisError(f"unknown report {name!r}; choose from {', '.join(REPORT_NAMES)}.")
     lo, hi = p.range_of(iter_start, iter_stop)
     with heavy_stage():
         return BUILDERS[name](p, lo, hi)

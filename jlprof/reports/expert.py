@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from jlprof.engine.outliers import OUTLIER_K, iteration_outliers
+from jlprof.engine.outliers import steady as steady_iterations
 from jlprof.reports import expert_pytorch  # framework-aware detectors (guide §10.10)
 from jlprof.reports.expert_shapes import bad_tensor_shape
 from jlprof.reports.expert_tensorflow import no_fusion
@@ -32,12 +34,15 @@ TC_TOP = 5  # how many TC-eligible ops to name as evidence
 
 
 def bad_iteration_range(p: Analysis, lo: int, hi: int) -> list[Finding]:
-    """High variation between iterations: recommend the longest steady run."""
+    """High variation between iterations (a CV above the limit, or robust outlier iterations:
+    ``engine.outliers``): recommend the longest steady run."""
     dur = p.iterations.durations_ns()[lo : hi + 1].astype(float)
-    if len(dur) < 3 or dur.mean() <= 0:
+    full = p.iterations.durations_ns()[steady_iterations(p.iterations, lo, hi)].astype(float)
+    if len(dur) < 3 or full.mean() <= 0:
         return []
-    cv = float(dur.std() / dur.mean())
-    if cv <= RANGE_CV_LIMIT:
+    cv = float(full.std() / full.mean())  # the partial first/last intervals left out
+    robust = iteration_outliers(p.iterations, lo, hi)
+    if cv <= RANGE_CV_LIMIT and not robust["outlier"].any():
         return []
     med = float(np.median(dur))
     steady = np.abs(dur - med) <= STEADY_BAND * med
@@ -49,12 +54,13 @@ def bad_iteration_range(p: Analysis, lo: int, hi: int) -> list[Finding]:
             if i - run_start > best_len:
                 best_len, best = i - run_start, (lo + run_start, lo + i - 1)
             run_start = None
-    outliers = [int(lo + i) for i in np.flatnonzero(~steady)][:10]
+    outliers = robust["iteration"][robust["outlier"]].astype(int).tolist()[:10]
     ev = {
         "iteration_cv": round(cv, 3),
         "median_iteration_ns": int(med),
         "outliers": outliers,
         "outlier_ns": [int(dur[i - lo]) for i in outliers],
+        "outlier_rule": f"> median + {OUTLIER_K:g} scaled MADs (partial intervals excluded)",
     }
     if best_len >= 2:
         rec = (

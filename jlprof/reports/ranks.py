@@ -84,7 +84,16 @@ def _analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
     counts = (~np.isnan(iters)).sum(axis=1).astype(np.int64)
     with np.errstate(all="ignore"):
         overlap = np.where(comm_tot > 0, 100.0 * (comm_tot - exp_tot) / comm_tot, 0.0)
-        avg_iter = np.where(counts > 0, np.nansum(iters, axis=1) / np.maximum(counts, 1), 0.0)
+        # as the summary's Average Iteration Time: the partial first/last intervals left out
+        # when the rank's range holds complete ones (engine.outliers)
+        n_r = np.array([a.iterations for a in aggs], np.int64)[:, None]
+        cut = np.array([a.key_node is not None for a in aggs])[:, None] & (n_r >= 3)
+        partial = cut & ((col == 0) | (col == n_r - 1))
+        whole = np.where(partial, np.nan, iters)
+        n_whole = (~np.isnan(whole)).sum(axis=1)
+        steady = np.where(n_whole[:, None] > 0, whole, iters)
+        n_steady = (~np.isnan(steady)).sum(axis=1)
+        avg_iter = np.where(n_steady > 0, np.nansum(steady, axis=1) / np.maximum(n_steady, 1), 0.0)
     ranks = pd.DataFrame(
         {
             "Rank": ids,

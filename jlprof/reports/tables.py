@@ -16,6 +16,8 @@ import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES, combine
 from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
+from jlprof.engine.outliers import steady
+from jlprof.reports.roofline import roofline_columns
 from jlprof.version import __version__
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ def detail(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     cols["Input Shapes"] = df["input_shapes"].to_numpy(object)
     if _pytorch(p):
         cols["Stack Trace"] = df["stack_trace"].to_numpy(object)
+    cols.update(roofline_columns(p, df))  # jlprof's FLOPs/roofline, after DLProf's columns
     out = pd.DataFrame(cols)
     return out.sort_values(
         ["Total GPU Time (ns)", "Total CPU Time (ns)"], ascending=False, kind="stable"
@@ -413,8 +416,12 @@ def system_config(p: Analysis) -> dict[str, Any]:
 
 
 def iterations_table(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
+    """Guide §10.2's Iterations table (its rows only). Mean and std leave out the partial
+    first/last intervals (start-up before the first key node, the tail after the last: see
+    ``engine.outliers``) when the range holds complete iterations; the CLI's progress line,
+    the dashboard card and the iteration_outliers report say which (``outliers.excluded``)."""
     it = p.iterations
-    dur = it.durations_ns()[lo : hi + 1]
+    dur = it.durations_ns()[steady(it, lo, hi)]
     return {
         "Total Iterations": it.count if it.key_node else 0,
         "Aggregated Iterations": hi - lo + 1,

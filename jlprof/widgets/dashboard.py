@@ -21,6 +21,7 @@ from bokeh.document import Document
 
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
+from jlprof.widgets.analyses import AnalysesPanel
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.frontend import in_kernel
 from jlprof.widgets.panels import Panels
@@ -145,11 +146,14 @@ class Dashboard(w.VBox):
         self.hints = w.Accordion(children=[self.hints_box], titles=("Expert hints",))
         self.panels_section = w.Accordion(children=[w.HTML()], titles=(PANELS_TITLE,))
         self.panels_section.observe(self._panels_open, names="selected_index")
+        self.analyses = AnalysesPanel(profile)  # idle causes, launches, outliers, roofline
         self.refresh(key_node_changed=True)
         # created after the first fill: its render bundle carries the data (patches sent
         # before a view exists would be lost)
         self.bokeh = BatchedBokehModel(self.views.layout)
-        super().__init__([controls, self.cards, self.hints, self.bokeh, self.panels_section])
+        super().__init__(
+            [controls, self.cards, self.hints, self.bokeh, self.analyses, self.panels_section]
+        )
         if panels:
             self.show_panels()
         self.add_class("jlprof-dashboard")
@@ -213,6 +217,7 @@ class Dashboard(w.VBox):
             self._update_node()
             self.cards.value = cards_html(data.headline(p, lo, hi))
             self._update_hints(data.hints(p, lo, hi))
+            self.analyses.refresh()
         finally:
             self.doc.unhold()
             self._busy = False

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES
+from jlprof.engine.outliers import excluded, iteration_outliers
 from jlprof.engine.timeline import (  # the timelines are the engine's: re-exported for the views
     BINS_PER_LANE,
     MAX_KERNEL_GLYPHS,
@@ -23,7 +24,7 @@ from jlprof.engine.timeline import (  # the timelines are the engine's: re-expor
     nvtx_timeline,
 )
 from jlprof.reports import catalog
-from jlprof.reports.expert import STEADY_BAND, findings
+from jlprof.reports.expert import findings
 from jlprof.reports.tables import iterations_table, kernel_frame, op_frame, summary_report
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ def iterations(p: Analysis) -> pd.DataFrame:
     Categories are the per-GPU priority partition of the iteration's wall time averaged over
     the visible GPUs, exactly as the summary's "... Duration %" rows average them, so the
     selected rows' sums over their wall time reproduce the summary's percentages.
-    Outliers: outside ±STEADY_BAND of the median duration (the expert system's definition).
+    Outliers: slower than median + k scaled MADs of the complete iterations
+    (``engine.outliers``); the partial first/last intervals are marked, never outliers.
     """
     it = p.iterations
     ti = p.cube.time_iter
@@ -73,8 +75,9 @@ def iterations(p: Analysis) -> pd.DataFrame:
     )
     for c in ITER_CATEGORIES:
         out[f"{c}_ns"] = per_iter[c].reindex(out["iteration"]).fillna(0.0).to_numpy()
-    med = float(np.median(dur)) if len(dur) else 0.0
-    out["outlier"] = (np.abs(dur - med) > STEADY_BAND * med) if it.count >= 3 else False
+    flags = iteration_outliers(it, 0, max(it.count - 1, 0))
+    out["outlier"] = flags["outlier"].to_numpy(bool)
+    out["partial"] = flags["partial"].to_numpy(bool)
     return out
 
 
@@ -89,6 +92,7 @@ class Headline:
     iterations_found: int
     aggregated: int
     key_node: str | None
+    partial_excluded: str = "none"  # the partial intervals left out of mean ± std
 
 
 def headline(p: Analysis, lo: int, hi: int) -> Headline:
@@ -103,6 +107,7 @@ def headline(p: Analysis, lo: int, hi: int) -> Headline:
         iterations_found=int(its["Total Iterations"]),
         aggregated=int(its["Aggregated Iterations"]),
         key_node=p.key_node,
+        partial_excluded=" ".join(map(str, excluded(p.iterations, lo, hi))) or "none",
     )
 
 

@@ -134,7 +134,12 @@ def cards_html(h: data.Headline) -> str:
                 _card(
                     "Iteration time",
                     f"{h.iter_mean_ns / 1e6:.3f} ± {h.iter_std_ns / 1e6:.3f} ms",
-                    f"mean ± std over {h.aggregated} iteration(s)",
+                    f"mean ± std over {h.aggregated} iteration(s)"
+                    + (
+                        f", partial {h.partial_excluded} left out"
+                        if h.partial_excluded != "none"
+                        else ""
+                    ),
                 ),
                 _card(
                     "Iterations found",

@@ -7,6 +7,7 @@ from IPython.core.error import UsageError
 
 from jlprof.errors import JlprofError
 from jlprof.magics import options
+from jlprof.reports import REPORTS
 
 
 def test_unknown_option_prints_usage(shell):
@@ -37,7 +38,7 @@ def test_dlprof_options_become_run_options(shell):
                      "--domains=,jlprof_user --delay 1 -d 2.5 --base_name run1 "
                      '--nsys_opts="-t nvtx,osrt --sample=none"')  # fmt: skip
     assert o.key_node == "optimizer_step" and (o.iter_start, o.iter_stop) == (2, 5)
-    assert o.reports[0] == "summary" and len(o.reports) == 8
+    assert o.reports[0] == "summary" and o.reports == list(REPORTS)  # DLProf's 8 + jlprof's
     assert o.formats == ["csv", "json"] and o.force is True and o.verbosity == "quiet"
     assert o.mode == "pytorch" and o.name == "prof" and o.domains == ["jlprof_user"]
     assert (o.delay, o.duration, o.profile_name) == (1.0, 2.5, "run1")

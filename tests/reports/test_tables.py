@@ -194,9 +194,10 @@ def test_expert_systems_fire_and_stay_quiet():
         ks.append(kernel(t + 2, t + 99, i, name="sm80_xmma_gemm_f16f16"))
         rs += [rng("matmul", t, t + 5), rng("global_step", t + 5, t + 100)]
     quiet = Profile(make_trace(gpu=ks, api=cs, nvtx=rs, gpus=[gpu_info(0)]))
-    # (the last interval, after the final key node, is empty: leave it out of the range)
+    # the last interval, after the final key node, is an empty partial tail: it no longer
+    # makes the range look unsteady (mean/std leave the partial intervals out)
     assert quiet.report("expert_systems", 0, 5).empty
-    assert "Bad Iteration Range Detector" in set(quiet.report("expert_systems")["Detector"])
+    assert quiet.report("expert_systems").empty
     # unsteady, underused, with an idle GPU and an eligible op on non-TC kernels
     loop = training_loop(seed=5, iters=9, gpus=1, idle_gpus=1)
     loud = Profile(loop.trace, key_node="optimizer_step")

@@ -154,3 +154,21 @@ def test_gpu_bar_hover_names_its_kernel(dashboard_page) -> None:
     names = ("volta_h884cudnn", "vectorized_elementwise_kernel", "multi_tensor_apply_kernel")
     assert any(n in text for n in names), text
     screenshot(page, "dashboard-hover")
+
+
+def test_analyses_section_opens_with_its_tabs(dashboard_page) -> None:
+    """The collapsed Analyses section: opening it builds a second Bokeh view in the page (the
+    idle-cause stack first), and its tabs switch to the roofline."""
+    page = dashboard_page
+    dash = ".jlprof-dashboard"
+    count = f"() => ({DEEP})(document.querySelector('{dash}'), 'canvas').length"
+    before = page.evaluate(count)
+    page.locator(f"{dash} .jupyter-widget-Collapse-header").filter(
+        has_text="Analyses (beyond DLProf)"
+    ).first.click()
+    page.wait_for_function(f"() => ({count})() > {before}", timeout=60_000)
+    text = page.evaluate(
+        f"() => ({DEEP})(document.querySelector('{dash}'), '.bk-tab').map(t => t.innerText)"
+    )
+    assert text[-4:] == ["Idle causes", "Launch latency", "Outliers", "Roofline"], text
+    screenshot(page, "dashboard-analyses-open")

@@ -43,7 +43,8 @@ def test_initial_views_show_the_whole_profile(dash: Dashboard, profile: Profile)
     np.testing.assert_allclose(
         v.iter_src.data["duration_ms"], _ms(profile.iterations.durations_ns())
     )
-    assert sorted(v.outlier_src.data["iteration"]) == [2, STEPS]
+    # the slow step 2 is an outlier; the partial tail (STEPS) is short but never one
+    assert sorted(v.outlier_src.data["iteration"]) == [2]
     assert (v.range_box.left, v.range_box.right) == (-0.5, STEPS + 0.5)
     assert len(v.gpu_src.data["left"]) == 3 * STEPS
     assert "key node optimizer_step" in dash.cards.value
