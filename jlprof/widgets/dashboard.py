@@ -228,13 +228,16 @@ class Dashboard(w.VBox):
         Sent at once, the panels' patch reaches the page while it applies the views' one and
         both are drawn together (measured: the views alone then take ~2.5x longer). In a
         kernel the update waits on the kernel's event loop, so the page draws the views first
-        and a dragged slider updates the panels once at its end; with no running loop
-        (scripts, tests) it is immediate."""
+        and a dragged slider updates the panels once at its end; outside a kernel (scripts,
+        tests; a running loop there may be another library's, e.g. Playwright's, that runs no
+        callbacks) it is immediate."""
         import asyncio
 
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            loop = None
+        if loop is None or not in_kernel():
             self._update_panels()
             return
         if self._panels_timer is not None:

@@ -92,7 +92,7 @@ class Headline:
     iterations_found: int
     aggregated: int
     key_node: str | None
-    partial_excluded: str = "none"  # the partial intervals left out of mean ± std
+    partial_excluded: tuple[int, ...] = ()  # the partial intervals left out of mean ± std
 
 
 def headline(p: Analysis, lo: int, hi: int) -> Headline:
@@ -107,7 +107,7 @@ def headline(p: Analysis, lo: int, hi: int) -> Headline:
         iterations_found=int(its["Total Iterations"]),
         aggregated=int(its["Aggregated Iterations"]),
         key_node=p.key_node,
-        partial_excluded=" ".join(map(str, excluded(p.iterations, lo, hi))) or "none",
+        partial_excluded=tuple(excluded(p.iterations, lo, hi)),
     )
 
 

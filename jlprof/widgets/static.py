@@ -134,12 +134,7 @@ def cards_html(h: data.Headline) -> str:
                 _card(
                     "Iteration time",
                     f"{h.iter_mean_ns / 1e6:.3f} ± {h.iter_std_ns / 1e6:.3f} ms",
-                    f"mean ± std over {h.aggregated} iteration(s)"
-                    + (
-                        f", partial {h.partial_excluded} left out"
-                        if h.partial_excluded != "none"
-                        else ""
-                    ),
+                    iteration_time_note(h.aggregated, h.partial_excluded),
                 ),
                 _card(
                     "Iterations found",
@@ -166,4 +161,15 @@ def static_html(p: Analysis) -> str:
         f"{cards_html(data.headline(p, lo, hi))}{profile_html(p)}{div}"
         f"<p style='font-size:11px;color:#555'>{html.escape(views.lod_text)}</p>"
         f"{_json_script([bokehjs, script])}{LOADER}</div>"
+    )
+
+
+def iteration_time_note(aggregated: int, partial: tuple[int, ...]) -> str:
+    """The iteration-time card's subtitle: which iterations mean ± std is taken over."""
+    if not partial:
+        return f"mean ± std over {aggregated} iteration(s)"
+    which = " and ".join(map(str, partial))
+    return (
+        f"mean ± std over {aggregated - len(partial)} complete iteration(s); "
+        f"partial interval {which} left out"
     )

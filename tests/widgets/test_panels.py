@@ -201,12 +201,18 @@ def test_static_html_is_self_contained(profile) -> None:
     assert "Top 10 GPU Ops" in page and "Iterations by Op" in page
 
 
-def test_in_a_kernel_the_open_panels_follow_a_burst_of_changes_once(dash: Dashboard) -> None:
+def test_in_a_kernel_the_open_panels_follow_a_burst_of_changes_once(
+    dash: Dashboard, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With an event loop running (as in a kernel), the views' patch goes out at once and the
     panels' one PANELS_DELAY_S later, once for several quick changes (a dragged slider)."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
+    from jlprof.widgets import dashboard
     from jlprof.widgets.dashboard import PANELS_DELAY_S
+
+    monkeypatch.setattr(dashboard, "in_kernel", lambda: True)
 
     assert dash.panels_bokeh is not None
     before, views = dash.panels_bokeh.patches_sent, dash.bokeh.patches_sent
@@ -218,7 +224,9 @@ def test_in_a_kernel_the_open_panels_follow_a_burst_of_changes_once(dash: Dashbo
         await asyncio.sleep(PANELS_DELAY_S + 0.2)
         return mid, dash.panels_bokeh.patches_sent
 
-    mid, after = asyncio.run(drag())
+    # a loop of its own in a thread: this process may already run one (Playwright's, tests/ui)
+    with ThreadPoolExecutor(1) as pool:
+        mid, after = pool.submit(asyncio.run, drag()).result()
     assert dash.bokeh.patches_sent == views + 3  # every change: the views at once
     assert mid == before  # the panels not yet
     assert after == before + 1  # then once, for the last range
