@@ -192,7 +192,11 @@ def wait_idle(page: Any, timeout_ms: int = 60_000) -> None:
 
 
 def open_notebook(page: Any, lab: LabServer, relpath: str, timeout_ms: int = 90_000) -> None:
-    """Open ``relpath`` (relative to the server root) and wait for an idle kernel."""
+    """Open ``relpath`` (relative to the server root) and wait for an idle kernel.
+
+    The saved workspace is dropped first: documents an earlier test left open would be restored
+    too, and ``relpath`` might then sit in a background tab (its outputs hidden)."""
+    lab.api("lab/api/workspaces/default", method="DELETE")
     page.goto(lab.lab_url(relpath), wait_until="domcontentloaded")
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=timeout_ms)
     # The indicator can read idle before the session has a kernel; running cells then opens
