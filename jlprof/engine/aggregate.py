@@ -405,10 +405,12 @@ def _group_iter(
     ckey = cgrp * n_it + inst_iter[cr]
     cpos = np.minimum(np.searchsorted(keys, ckey), nk - 1)
     ok = keys[cpos] == ckey
-    cpu = intervals.union_length(cpos[ok], c.inst["start_ns"].to_numpy(np.int64)[cr][ok],
-                                 c.inst["end_ns"].to_numpy(np.int64)[cr][ok], nk)  # fmt: skip
-    # the instance-level temporaries go before the GPU-level ones come (10M kernels: ~GBs)
-    del per_path, pinv, grp, par_path, pair_inv, cr, cgrp, ckey, cpos, ok, e_src, e_dst
+    rows, cpos = cr[ok], cpos[ok]
+    # the exploded (instance, group) temporaries go before the union allocates its own
+    del cr, cgrp, ckey, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
+    cpu = intervals.union_length(cpos, c.inst["start_ns"].to_numpy(np.int64)[rows],
+                                 c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
+    del rows, cpos
     # GPU work of the subtree, flattened: merge per (path, iteration) first, then spread only
     # the merged pieces to the group nodes above (far fewer rows)
     g = c.gpu
