@@ -246,12 +246,8 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     g = c.gpu
     it = p.cube.gpu_iter
     start = g["start_ns"].to_numpy(np.int64)
-    sel = np.flatnonzero((it >= lo) & (it <= hi))
-    k_it, k_t = it[sel], start[sel]
-    d_it, d_t = np.diff(k_it), np.diff(k_t)
-    if not bool(np.all((d_it > 0) | ((d_it == 0) & (d_t >= 0)))):
-        sel = sel[np.lexsort((k_t, k_it))]
-    whole = len(sel) == len(g) and bool(np.all(sel == np.arange(len(g))))
+    whole = _whole_in_order(it, start, lo, hi)  # 10M rows: no index, no order check copies
+    sel = np.arange(0) if whole else _in_order(it, start, lo, hi)
 
     def col(a: np.ndarray) -> np.ndarray:
         return a if whole else a[sel]
@@ -270,10 +266,10 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     api = col(g["api"].to_numpy(np.int64))
     a_start = c.api["start_ns"].to_numpy(np.int64)
     a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
-    blank = take_categorical(np.zeros(0, object), np.full(len(sel), -1))
+    blank = take_categorical(np.zeros(0, object), np.full(len(it) if whole else len(sel), -1))
     g_start = col(start)
     cols: dict[str, Any] = {
-        "Iteration": it[sel],
+        "Iteration": it.copy() if whole else it[sel],
         "Op ID": pick("op_id"),
         "Op Name": pick("op_name"),
     }
@@ -307,6 +303,30 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
         }
     )
     return pd.DataFrame(cols, copy=False)  # 1M rows: no consolidation copy
+
+
+def _in_order(it: np.ndarray, start: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Rows of iterations lo..hi in (iteration, GPU start) order."""
+    sel = np.flatnonzero((it >= lo) & (it <= hi))
+    k_it, k_t = it[sel], start[sel]
+    d_it, d_t = np.diff(k_it), np.diff(k_t)
+    if not bool(np.all((d_it > 0) | ((d_it == 0) & (d_t >= 0)))):
+        sel = sel[np.lexsort((k_t, k_it))]
+    return sel
+
+
+def _whole_in_order(it: np.ndarray, start: np.ndarray, lo: int, hi: int) -> bool:
+    """True when every row is in lo..hi and already in (iteration, GPU start) order (the usual
+    whole-profile report), checked in blocks so no row-sized temporary is made."""
+    if len(it) == 0 or int(it.min()) < lo or int(it.max()) > hi:
+        return False
+    step = 1 << 20
+    for a in range(0, len(it) - 1, step):
+        b = min(a + step + 1, len(it))
+        d_it, d_t = np.diff(it[a:b]), np.diff(start[a:b])
+        if not bool(np.all((d_it > 0) | ((d_it == 0) & (d_t >= 0)))):
+            return False
+    return True
 
 
 def _group_stats_frame(p: Analysis) -> pd.DataFrame:
