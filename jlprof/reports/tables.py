@@ -256,16 +256,32 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
         arr = g[name].array
         return arr if whole else arr.take(sel)
 
-    inst = col(g["inst"].to_numpy(np.int64))
-    op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
     ops = c.ops
+    inst = col(g["inst"].to_numpy(np.int64))
+    # each row's op, len(ops) for none: one int32 array that every op column gathers from
+    # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
+    op = c.inst["op"].to_numpy(np.int64).astype(np.int32)[np.maximum(inst, 0)]
+    op[inst < 0] = len(ops)
+    del inst
 
-    def pick(name: str) -> pd.Categorical:
-        return take_categorical(ops[name].to_numpy(object), op)
+    def pick(name: str) -> pd.Categorical:  # = take_categorical(ops[name], op or -1)
+        small = np.append(np.asarray(ops[name].to_numpy(object), dtype=object), "")
+        remap, uniq = pd.factorize(small, sort=False)
+        return pd.Categorical.from_codes(
+            remap.astype(np.int32)[op], categories=pd.Index(np.asarray(uniq, object), dtype=object)
+        )
 
     api = col(g["api"].to_numpy(np.int64))
+    no_api = api < 0
+    api = np.maximum(api, 0)  # both API columns gather with it, then blank the rows without
     a_start = c.api["start_ns"].to_numpy(np.int64)
     a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
+
+    def per_call(values: np.ndarray, none: int) -> np.ndarray:
+        out = values[api] if len(values) else np.zeros(len(api), np.int64)
+        out[no_api] = none
+        return out
+
     blank = take_categorical(np.zeros(0, object), np.full(len(it) if whole else len(sel), -1))
     g_start = col(start)
     cols: dict[str, Any] = {
@@ -282,12 +298,8 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
             "Device ID": col(g["device_id"].to_numpy()),
             "GPU Start Time (ns)": g_start,
             "GPU Time (ns)": col(g["end_ns"].to_numpy(np.int64)) - g_start,
-            "API Call Start (ns)": np.where(
-                api >= 0, a_start[np.maximum(api, 0)] if len(a_start) else 0, -1
-            ),
-            "API Call Time (ns)": np.where(
-                api >= 0, a_dur[np.maximum(api, 0)] if len(a_dur) else 0, 0
-            ),
+            "API Call Start (ns)": per_call(a_start, -1),
+            "API Call Time (ns)": per_call(a_dur, 0),
             "Uses TC": col(g["uses_tc"].to_numpy(bool)),
             "Grid X": col(g["grid_x"].to_numpy()),
             "Grid Y": col(g["grid_y"].to_numpy()),
