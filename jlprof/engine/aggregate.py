@@ -492,6 +492,9 @@ def _host_busy(c: Correlated, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     )
 
 
+_DONE = (np.zeros(0, np.int64),) * 3
+
+
 def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
     """Priority partition of each iteration's wall time, per lane (GPU)."""
     lane, labels = gpu_lanes(c)
@@ -538,11 +541,15 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
     acc_l: list[np.ndarray] = []
     acc_s: list[np.ndarray] = []
     acc_e: list[np.ndarray] = []
-    for k, (cl, cs, ce) in enumerate(cats):
+    for k in range(len(cats)):
+        cl, cs, ce = cats[k]
+        cats[k] = _DONE  # each category's 10M-row pieces go once clipped, not at the end
         row, win, ps, pe = intervals.clip_to_windows(cs, ce, it.bounds_ns)
+        del cs, ce
         acc_l.append(cl[row] * n_it + win)
         acc_s.append(ps)
         acc_e.append(pe)
+        del cl, row, win, ps, pe
         # union of categories 0..k, merged again so the arrays stay small
         gk, sk, ek = intervals.merge(
             np.concatenate(acc_l), np.concatenate(acc_s), np.concatenate(acc_e)
