@@ -299,13 +299,15 @@ def _flatten_to_groups(
     keep = pair >= 0
     if not keep.any() or nk == 0:
         return np.zeros(nk, np.int64), first, last
-    pair, start, alone = pair[keep], start[keep], alone[keep]
-    end = np.maximum(end[keep], start)
-    shift = np.zeros(len(start), dtype=np.int64)
+    if not keep.all():  # usually every interval has a pair: no 10M-row copies then
+        pair, start, alone, end = pair[keep], start[keep], alone[keep], end[keep]
+        lane = None if lane is None else np.asarray(lane)[keep]
+    end = np.maximum(end, start)
+    shift = None  # one GPU: no per-interval shift array at all
     if lane is not None and len(start) and int(lane.max()) > 0:
         t0, width = int(start.min()), int(end.max() - start.min()) + 1
-        shift = (np.asarray(lane)[keep] * width - t0).astype(np.int64)
-    p_alone = np.bincount(pair[alone], weights=(end - start)[alone], minlength=n_pairs)
+        shift = (np.asarray(lane) * width - t0).astype(np.int64)
+    p_alone = np.bincount(pair[alone], weights=end[alone] - start[alone], minlength=n_pairs)
     p_first = np.full(n_pairs, np.iinfo(np.int64).max)
     p_last = np.full(n_pairs, np.iinfo(np.int64).min)
     np.minimum.at(p_first, pair, start)
@@ -316,7 +318,12 @@ def _flatten_to_groups(
     gpu = np.bincount(kinv, weights=p_alone[r], minlength=nk)
     rest = ~alone
     if rest.any():
-        k1, s1, e1 = intervals.merge(pair[rest], start[rest] + shift[rest], end[rest] + shift[rest])
+        if shift is None:
+            k1, s1, e1 = intervals.merge(pair[rest], start[rest], end[rest])
+        else:
+            sh = shift[rest]
+            k1, s1, e1 = intervals.merge(pair[rest], start[rest] + sh, end[rest] + sh)
+            del sh
         # each merged piece once per key of its pair: the spread rows of pair k1 form one run
         bounds = np.searchsorted(r, np.arange(n_pairs + 1))
         piece, row = intervals.expand_runs(bounds[k1], bounds[k1 + 1] - bounds[k1])
@@ -398,8 +405,12 @@ def _group_iter(
     ckey = cgrp * n_it + inst_iter[cr]
     cpos = np.minimum(np.searchsorted(keys, ckey), nk - 1)
     ok = keys[cpos] == ckey
-    cpu = intervals.union_length(cpos[ok], c.inst["start_ns"].to_numpy(np.int64)[cr][ok],
-                                 c.inst["end_ns"].to_numpy(np.int64)[cr][ok], nk)  # fmt: skip
+    rows, cpos = cr[ok], cpos[ok]
+    # the exploded (instance, group) temporaries go before the union allocates its own
+    del cr, cgrp, ckey, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
+    cpu = intervals.union_length(cpos, c.inst["start_ns"].to_numpy(np.int64)[rows],
+                                 c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
+    del rows, cpos
     # GPU work of the subtree, flattened: merge per (path, iteration) first, then spread only
     # the merged pieces to the group nodes above (far fewer rows)
     g = c.gpu
@@ -481,6 +492,9 @@ def _host_busy(c: Correlated, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     )
 
 
+_DONE = (np.zeros(0, np.int64),) * 3
+
+
 def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
     """Priority partition of each iteration's wall time, per lane (GPU)."""
     lane, labels = gpu_lanes(c)
@@ -527,11 +541,15 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
     acc_l: list[np.ndarray] = []
     acc_s: list[np.ndarray] = []
     acc_e: list[np.ndarray] = []
-    for k, (cl, cs, ce) in enumerate(cats):
+    for k in range(len(cats)):
+        cl, cs, ce = cats[k]
+        cats[k] = _DONE  # each category's 10M-row pieces go once clipped, not at the end
         row, win, ps, pe = intervals.clip_to_windows(cs, ce, it.bounds_ns)
+        del cs, ce
         acc_l.append(cl[row] * n_it + win)
         acc_s.append(ps)
         acc_e.append(pe)
+        del cl, row, win, ps, pe
         # union of categories 0..k, merged again so the arrays stay small
         gk, sk, ek = intervals.merge(
             np.concatenate(acc_l), np.concatenate(acc_s), np.concatenate(acc_e)

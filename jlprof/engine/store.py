@@ -7,6 +7,8 @@ Two containers of the same content — Arrow IPC tables, one per
 * ``.sqlite`` (the DLProf database's name, ``dlprof_dldb.sqlite``, guide §2.3, §4.3): an SQLite
   file with one table ``jlprof_dldb(name, data)`` holding the same entries as blobs, so a DLProf
   user's ``--database=dlprof_dldb.sqlite`` works. It is jlprof's content, not DLProf's schema.
+  A frame is written in parts of at most ``PART_BYTES`` (rows ``gpu.arrow``, ``gpu.arrow.1``,
+  ...; format version 2 when any frame has more than one): SQLite refuses blobs over 1e9 bytes.
 
 Reading either skips the nsys export's schema probing entirely; ``--database`` accepts both like
 an nsys export, told apart by their first bytes and tables.
@@ -17,8 +19,10 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 
@@ -27,7 +31,8 @@ from jlprof.errors import InputError
 from jlprof.outputs import written
 
 FORMAT = "jlprof-trace"
-VERSION = 1
+VERSION = 2  # 2: a dldb frame may span rows name, name.1, ... (_BlobParts)
+PART_BYTES = 4 * 1024 * 1024  # each part is copied ~4x on its way into SQLite
 FRAMES = ("gpu", "api", "nvtx", "marks", "osrt", "gpus")
 ZIP_MAGIC = b"PK\x03\x04"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -66,27 +71,80 @@ def is_jlprof_db(path: Path) -> bool:
         return False
 
 
-def _entries(trace: Trace) -> Iterator[tuple[str, bytes | memoryview]]:
-    """The database's entries: ``manifest.json`` and one ``<frame>.arrow`` per frame, made one
-    at a time so only one frame's bytes are in memory."""
+def _manifest(trace: Trace, version: int = VERSION) -> bytes:
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "version": version,
+            "meta": trace.meta,
+            "source": str(trace.source or ""),
+            "warnings": trace.warnings,
+        }
+    ).encode()
+
+
+def _write_frames(trace: Trace, sink: Callable[[str], AbstractContextManager[IO[bytes]]]) -> None:
+    """Each frame as Arrow IPC (Feather v2) into ``sink(entry name)``, one frame at a time and
+    streamed: no frame's bytes are ever held whole (10M kernels: a 1.3 GB ``gpu.arrow``)."""
     import pyarrow as pa
     import pyarrow.feather as feather
 
-    manifest = {
-        "format": FORMAT,
-        "version": VERSION,
-        "meta": trace.meta,
-        "source": str(trace.source or ""),
-        "warnings": trace.warnings,
-    }
-    yield "manifest.json", json.dumps(manifest).encode()
     for name in FRAMES:
-        buf = io.BytesIO()
         table = pa.Table.from_pandas(getattr(trace, name), preserve_index=False)
-        feather.write_feather(table, buf, compression="uncompressed")
+        with sink(f"{name}.arrow") as out:
+            feather.write_feather(table, out, compression="uncompressed")
         del table
-        with buf.getbuffer() as view:  # no copy of the frame's bytes
-            yield f"{name}.arrow", view
+
+
+class _BlobParts(io.RawIOBase):
+    """A write-only stream into rows ``name``, ``name.1``, ``name.2``... of the dldb table,
+    each at most :data:`PART_BYTES`: SQLite refuses a blob over 1e9 bytes (SQLITE_MAX_LENGTH),
+    which the kernel table of a 10M-kernel trace exceeds, and one part at a time is all the
+    memory the write takes."""
+
+    def __init__(self, conn, name: str) -> None:
+        super().__init__()
+        self.conn, self.name = conn, name
+        self.buf = bytearray()
+        self.parts = 0
+        self.pos = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        n = len(view)
+        self.pos += n
+        while len(self.buf) + len(view) >= PART_BYTES:
+            take = PART_BYTES - len(self.buf)
+            self.buf += view[:take]
+            view = view[take:]
+            self._flush_part()
+        self.buf += view
+        return n
+
+    def _flush_part(self) -> None:
+        key = self.name if self.parts == 0 else f"{self.name}.{self.parts}"
+        self.conn.execute(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", (key, bytes(self.buf)))
+        self.buf = bytearray()
+        self.parts += 1
+
+    def close(self) -> None:
+        if not self.closed and (self.buf or self.parts == 0):
+            self._flush_part()
+        super().close()
+
+
+def _frame_bytes(entries: dict[str, bytes], name: str) -> bytes:
+    """An entry written in parts (:class:`_BlobParts`) joined again; one part as is."""
+    parts = [entries[name]]
+    while f"{name}.{len(parts)}" in entries:
+        parts.append(entries.pop(f"{name}.{len(parts)}"))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
@@ -95,21 +153,34 @@ def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
     import sqlite3
 
     path = Path(path)
-    with written(path, flag) as tmp:
-        entries = _entries(trace)  # inside: a failure here is an OutputError naming the file
+    with written(path, flag) as tmp:  # a failure inside is an OutputError naming the file
         if path.suffix == ".sqlite":
             conn = sqlite3.connect(tmp)
             try:
                 conn.execute(f"CREATE TABLE {DLDB_TABLE} (name TEXT PRIMARY KEY, data BLOB)")
-                for entry in entries:
-                    conn.execute(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", entry)
+                split = []
+
+                @contextmanager
+                def blob(name: str) -> Iterator[IO[bytes]]:
+                    with _BlobParts(conn, name) as out:
+                        yield out
+                    split.append(out.parts > 1)
+
+                _write_frames(trace, blob)
+                # format 2 only where a frame was split: older readers take every other file
+                manifest = _manifest(trace, VERSION if any(split) else 1)
+                conn.execute(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", ("manifest.json", manifest))
                 conn.commit()
             finally:
                 conn.close()
         else:
             with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
-                for name, data in entries:
-                    z.writestr(name, data)
+                z.writestr("manifest.json", _manifest(trace, 1))
+
+                def member(name: str) -> AbstractContextManager[IO[bytes]]:
+                    return z.open(name, "w", force_zip64=True)
+
+                _write_frames(trace, member)
     return path
 
 
@@ -145,7 +216,9 @@ def load_trace(path: str | Path) -> Trace:
             )
         frames = {}
         for name in FRAMES:
-            frames[name] = feather.read_table(io.BytesIO(entries[f"{name}.arrow"])).to_pandas()
+            data = _frame_bytes(entries, f"{name}.arrow")
+            frames[name] = feather.read_table(io.BytesIO(data)).to_pandas()
+            del data
     except (zipfile.BadZipFile, sqlite3.Error, KeyError, OSError, ValueError) as exc:
         raise InputError(
             f"{path}: damaged jlprof database ({exc}). Re-create it with "

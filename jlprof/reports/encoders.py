@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -91,8 +91,13 @@ def _plain_kind(s: pd.Series) -> str | None:
 class Coded:
     """A column (or a run of adjacent columns) as codes into its rendered distinct texts."""
 
-    codes: np.ndarray  # int32 indices into ``table``
+    codes: np.ndarray  # indices into ``table``: uint16 when it has at most 65,536 entries
     table: Any  # list[str], then a pyarrow string array once planned
+
+    def __post_init__(self) -> None:
+        # a 10M-row report holds one codes array per coded column while it is planned
+        if len(self.table) <= 1 << 16 and self.codes.dtype != np.uint16:
+            self.codes = self.codes.astype(np.uint16)
 
 
 Part = Coded | Render
@@ -185,7 +190,7 @@ def _merge(a: Coded, b: Coded, glue: str) -> Coded | None:
     return Coded(remap[key], [ta[u // nb] + glue + tb[u % nb] for u in uniq.tolist()])
 
 
-def _row_plan(parts: list[Part], glues: list[str], end: str) -> list[Any]:
+def _row_plan(parts: Iterable[Part], glues: list[str], end: str) -> list[Any]:
     """A row as join arguments: adjacent coded columns merged into one (fewer arguments, the
     join's cost), each glue (the text before a column) and the row's end folded into coded
     tables where they touch one."""
@@ -247,15 +252,17 @@ def _batches(n: int, rows: int) -> Iterator[tuple[int, int]]:
 
 def write_csv(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
     """``df.to_csv(out, index=False)``, byte for byte, in batches of ``rows``."""
-    parts = [_part(df[c], "csv") for c in df.columns] if len(df.columns) > 1 else [None]
-    if any(p is None for p in parts):  # a dtype only pandas formats (or one column)
+    if len(df.columns) < 2 or any(_plain_kind(df[c]) is None for c in df.columns):
+        # a dtype only pandas formats (or one column)
         for i, (lo, hi) in enumerate(_batches(max(len(df), 1), rows)):
             out.write(df.iloc[lo:hi].to_csv(index=False, header=i == 0).encode())
         return
     out.write((",".join(_csv_field(str(c)) for c in df.columns) + "\n").encode())
     if len(df) == 0:
         return
-    plan = _row_plan(parts, ["", *[","] * (len(parts) - 1)], "\n")  # type: ignore[arg-type]
+    # parts made one at a time as the plan merges them: never every column's codes at once
+    parts = (_part(df[c], "csv") for c in df.columns)
+    plan = _row_plan(parts, ["", *[","] * (len(df.columns) - 1)], "\n")  # type: ignore[arg-type]
     for lo, hi in _batches(len(df), rows):
         out.write(_rows(plan, lo, hi))
 
@@ -266,10 +273,10 @@ def write_json(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None
     if len(df) == 0:
         out.write(b"[]")
         return
-    parts = [_part(df[c], "json") for c in df.columns]
-    if any(p is None for p in parts) or len(df.columns) == 0:
+    if len(df.columns) == 0 or any(_plain_kind(df[c]) is None for c in df.columns):
         _json_by_pandas(df, out, rows)
         return
+    parts = (_part(df[c], "json") for c in df.columns)  # one at a time, as for CSV
     keys = [json.dumps(str(c)) for c in df.columns]
     glues = [("  {\n    " if i == 0 else ",\n    ") + k + ":" for i, k in enumerate(keys)]
     plan = _row_plan(parts, glues, "\n  },\n")  # type: ignore[arg-type]

@@ -249,12 +249,8 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     g = c.gpu
     it = p.cube.gpu_iter
     start = g["start_ns"].to_numpy(np.int64)
-    sel = np.flatnonzero((it >= lo) & (it <= hi))
-    k_it, k_t = it[sel], start[sel]
-    d_it, d_t = np.diff(k_it), np.diff(k_t)
-    if not bool(np.all((d_it > 0) | ((d_it == 0) & (d_t >= 0)))):
-        sel = sel[np.lexsort((k_t, k_it))]
-    whole = len(sel) == len(g) and bool(np.all(sel == np.arange(len(g))))
+    whole = _whole_in_order(it, start, lo, hi)  # 10M rows: no index, no order check copies
+    sel = np.arange(0) if whole else _in_order(it, start, lo, hi)
 
     def col(a: np.ndarray) -> np.ndarray:
         return a if whole else a[sel]
@@ -263,20 +259,36 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
         arr = g[name].array
         return arr if whole else arr.take(sel)
 
-    inst = col(g["inst"].to_numpy(np.int64))
-    op = np.where(inst >= 0, c.inst["op"].to_numpy(np.int64)[np.maximum(inst, 0)], -1)
     ops = c.ops
+    inst = col(g["inst"].to_numpy(np.int64))
+    # each row's op, len(ops) for none: one int32 array that every op column gathers from
+    # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
+    op = c.inst["op"].to_numpy(np.int64).astype(np.int32)[np.maximum(inst, 0)]
+    op[inst < 0] = len(ops)
+    del inst
 
-    def pick(name: str) -> pd.Categorical:
-        return take_categorical(ops[name].to_numpy(object), op)
+    def pick(name: str) -> pd.Categorical:  # = take_categorical(ops[name], op or -1)
+        small = np.append(np.asarray(ops[name].to_numpy(object), dtype=object), "")
+        remap, uniq = pd.factorize(small, sort=False)
+        return pd.Categorical.from_codes(
+            remap.astype(np.int32)[op], categories=pd.Index(np.asarray(uniq, object), dtype=object)
+        )
 
     api = col(g["api"].to_numpy(np.int64))
+    no_api = api < 0
+    api = np.maximum(api, 0)  # both API columns gather with it, then blank the rows without
     a_start = c.api["start_ns"].to_numpy(np.int64)
     a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
-    blank = take_categorical(np.zeros(0, object), np.full(len(sel), -1))
+
+    def per_call(values: np.ndarray, none: int) -> np.ndarray:
+        out = values[api] if len(values) else np.zeros(len(api), np.int64)
+        out[no_api] = none
+        return out
+
+    blank = take_categorical(np.zeros(0, object), np.full(len(it) if whole else len(sel), -1))
     g_start = col(start)
     cols: dict[str, Any] = {
-        "Iteration": it[sel],
+        "Iteration": it.copy() if whole else it[sel],
         "Op ID": pick("op_id"),
         "Op Name": pick("op_name"),
     }
@@ -289,12 +301,8 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
             "Device ID": col(g["device_id"].to_numpy()),
             "GPU Start Time (ns)": g_start,
             "GPU Time (ns)": col(g["end_ns"].to_numpy(np.int64)) - g_start,
-            "API Call Start (ns)": np.where(
-                api >= 0, a_start[np.maximum(api, 0)] if len(a_start) else 0, -1
-            ),
-            "API Call Time (ns)": np.where(
-                api >= 0, a_dur[np.maximum(api, 0)] if len(a_dur) else 0, 0
-            ),
+            "API Call Start (ns)": per_call(a_start, -1),
+            "API Call Time (ns)": per_call(a_dur, 0),
             "Uses TC": col(g["uses_tc"].to_numpy(bool)),
             "Grid X": col(g["grid_x"].to_numpy()),
             "Grid Y": col(g["grid_y"].to_numpy()),
@@ -310,6 +318,30 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
         }
     )
     return pd.DataFrame(cols, copy=False)  # 1M rows: no consolidation copy
+
+
+def _in_order(it: np.ndarray, start: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Rows of iterations lo..hi in (iteration, GPU start) order."""
+    sel = np.flatnonzero((it >= lo) & (it <= hi))
+    k_it, k_t = it[sel], start[sel]
+    d_it, d_t = np.diff(k_it), np.diff(k_t)
+    if not bool(np.all((d_it > 0) | ((d_it == 0) & (d_t >= 0)))):
+        sel = sel[np.lexsort((k_t, k_it))]
+    return sel
+
+
+def _whole_in_order(it: np.ndarray, start: np.ndarray, lo: int, hi: int) -> bool:
+    """True when every row is in lo..hi and already in (iteration, GPU start) order (the usual
+    whole-profile report), checked in blocks so no row-sized temporary is made."""
+    if len(it) == 0 or int(it.min()) < lo or int(it.max()) > hi:
+        return False
+    step = 1 << 20
+    for a in range(0, len(it) - 1, step):
+        b = min(a + step + 1, len(it))
+        d_it, d_t = np.diff(it[a:b]), np.diff(start[a:b])
+        if not bool(np.all((d_it > 0) | ((d_it == 0) & (d_t >= 0)))):
+            return False
+    return True
 
 
 def _group_stats_frame(p: Analysis) -> pd.DataFrame:

@@ -70,3 +70,37 @@ def test_damaged_dldb_is_one_clear_error(tmp_path):
         con.execute("CREATE TABLE jlprof_dldb (name TEXT PRIMARY KEY, data BLOB)")
     with pytest.raises(InputError, match="damaged jlprof database"):
         load_trace(db)
+
+
+def test_dldb_frames_over_one_part_are_split_and_joined(tmp_path, monkeypatch):
+    """SQLite refuses a blob over 1e9 bytes (a 10M-kernel ``gpu.arrow``): a frame larger than
+    one part is written as rows ``gpu.arrow``, ``gpu.arrow.1``... and read back whole."""
+    import json
+    import sqlite3
+
+    from jlprof.engine import store
+
+    export = small_training_export(tmp_path / "run.sqlite")
+    trace = read_trace(export)
+    whole = save_trace(trace, tmp_path / "whole_dldb.sqlite")
+    monkeypatch.setattr(store, "PART_BYTES", 1000)
+    db = save_trace(trace, tmp_path / "dlprof_dldb.sqlite")
+    with sqlite3.connect(db) as con:
+        rows = dict(con.execute("SELECT name, data FROM jlprof_dldb"))
+    with sqlite3.connect(whole) as con:
+        ref = dict(con.execute("SELECT name, data FROM jlprof_dldb"))
+    parts = sorted(n for n in rows if n.startswith("gpu.arrow"))
+    assert len(parts) > 2 and all(len(rows[n]) <= 1000 for n in parts)
+    joined = b"".join(rows[f"gpu.arrow{'' if i == 0 else f'.{i}'}"] for i in range(len(parts)))
+    assert joined == ref["gpu.arrow"]
+    assert json.loads(rows["manifest.json"])["version"] == 2
+    assert json.loads(ref["manifest.json"])["version"] == 1  # unsplit: older readers take it
+    back = load_trace(db)
+    for name in ("gpu", "api", "nvtx", "marks", "osrt", "gpus"):
+        pd.testing.assert_frame_equal(
+            getattr(back, name).astype(object), getattr(trace, name).astype(object)
+        )
+    with sqlite3.connect(db) as con:  # a lost part is a damaged database, not a short frame
+        con.execute("DELETE FROM jlprof_dldb WHERE name = 'gpu.arrow.1'")
+    with pytest.raises(InputError, match="damaged jlprof database"):
+        load_trace(db)
