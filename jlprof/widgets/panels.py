@@ -441,8 +441,8 @@ class Panels:
         assert p is not None
         if op is None:
             self.kernels_title.text = "<b>Kernels of the picked op</b>: pick an op"
-            self.op_kernel_src.data = {k: [] for k in self.op_kernel_src.data}
-            self.ibo_src.data = {k: [] for k in self.ibo_src.data}
+            _clear(self.op_kernel_src)
+            _clear(self.ibo_src)
             self._ibo_key = ()
             self.ibo_fig.title.text = "Iterations by Op: pick an op"
             self.kernel = None
@@ -487,7 +487,7 @@ class Panels:
         p = self.p
         if self.kernel is None or p is None:
             self._kernel_key = ()
-            self.kernel_iter_src.data = {"iteration": [], "gpu_ms": [], "calls": []}
+            _clear(self.kernel_iter_src)
             self.kbi_fig.title.text = (
                 "Kernels by Iteration (GPU ms; selected range shaded; pick a kernel)"
             )
@@ -528,6 +528,14 @@ def _range_box() -> BoxAnnotation:
     """The selected iterations, shaded as in the iteration timeline (on the overlay layer:
     moving it repaints no bar)."""
     return BoxAnnotation(fill_color="#ffd54f", fill_alpha=0.25, line_color=None, level="overlay")
+
+
+def _clear(src: ColumnDataSource) -> None:
+    """Empty ``src``, sending nothing when it is empty already: setting the same empty data
+    again still goes to the page, which repaints the figure (Kernels by Iteration: ~4,600
+    bars at 1M kernels) on every range change while no kernel is picked."""
+    if any(len(v) for v in src.data.values()):
+        src.data = {k: [] for k in src.data}
 
 
 def _ms(frame: pd.DataFrame, cats: tuple[str, ...]) -> dict[str, Any]:
