@@ -22,6 +22,7 @@ from bokeh.models import AutocompleteInput, Div, RangeSlider
 from jlprof.errors import JlprofError
 from jlprof.widgets import data
 from jlprof.widgets.panels import Panels
+from jlprof.widgets.selection import SelectionHandlers
 from jlprof.widgets.static import cards_html, fill
 from jlprof.widgets.views import WIDTH, Views
 
@@ -47,7 +48,7 @@ def hints_html(hints: list[dict[str, Any]]) -> str:
     )
 
 
-class ViewerApp:
+class ViewerApp(SelectionHandlers):
     """Controls, cards, hints, the dashboard's views and the Viewer panels in one layout."""
 
     def __init__(self, profile: Analysis, title: str = "", interactive: bool = True) -> None:
@@ -164,19 +165,6 @@ class ViewerApp:
         if self._busy or name == (self.profile.key_node or ""):
             return
         self._guard(self.set_key_node, name or None)
-
-    def _on_iter_select(self, _attr: str, _old: Any, new: list[int]) -> None:
-        if self._busy or not new:
-            return
-        its = self.views.iter_src.data["iteration"]
-        picked = [int(its[i]) for i in new]
-        self._guard(self.set_range, min(picked), max(picked))
-
-    def _on_tree_select(self, _attr: str, _old: Any, new: list[int]) -> None:
-        if self._busy:
-            return
-        paths = self.views.tree_src.data["path"]
-        self.set_node(str(paths[new[0]]) if new else None)
 
     # ---- helpers -------------------------------------------------------------------------
     def _hold(self) -> Any:

@@ -25,6 +25,7 @@ from jlprof.widgets.analyses import AnalysesPanel
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.frontend import in_kernel
 from jlprof.widgets.panels import Panels
+from jlprof.widgets.selection import SelectionHandlers
 from jlprof.widgets.static import cards_html, fill, static_html
 from jlprof.widgets.views import Views
 
@@ -70,7 +71,7 @@ class _HintRow:
     action: dict[str, Any] = field(default_factory=dict)
 
 
-class Dashboard(w.VBox):
+class Dashboard(SelectionHandlers, w.VBox):
     """The interactive dashboard of a :class:`~jlprof.profile.Profile`."""
 
     def __init__(
@@ -390,19 +391,6 @@ class Dashboard(w.VBox):
         self.refresh(key_node_changed=True)
         if note:
             self._say(note + self.status_text, error=True)
-
-    def _on_iter_select(self, _attr: str, _old: Any, new: list[int]) -> None:
-        if self._busy or not new:
-            return
-        its = self.views.iter_src.data["iteration"]
-        picked = [int(its[i]) for i in new]
-        self._guard(self.set_range, min(picked), max(picked))
-
-    def _on_tree_select(self, _attr: str, _old: Any, new: list[int]) -> None:
-        if self._busy:
-            return
-        paths = self.views.tree_src.data["path"]
-        self.set_node(str(paths[new[0]]) if new else None)
 
     # ---- helpers -------------------------------------------------------------------------
     def _batch(self, before_send: Callable[[], None] | None = None) -> AbstractContextManager[None]:

@@ -173,9 +173,18 @@ def kernels(p: Analysis, lo: int, hi: int, node: str | None = None) -> pd.DataFr
     kf = kernel_frame(p, lo, hi)
     if kf.empty:
         return pd.DataFrame(columns=KERNEL_TABLE_COLUMNS)
+    out = kernel_table_rows(kf)
+    if node:
+        out = out[out["Op ID"].isin(ops_under(p, node))]
+    order = np.argsort(-out["Total GPU Time (ns)"].to_numpy(), kind="stable")
+    return out.iloc[order].reset_index(drop=True)
+
+
+def kernel_table_rows(kf: pd.DataFrame) -> pd.DataFrame:
+    """The kernel table's columns (guide §10.5 names) of a (kernel, op) frame, in its order."""
     calls = kf["calls"].to_numpy(np.int64)
     gpu = kf["gpu_sum"].to_numpy(np.int64)
-    out = pd.DataFrame(
+    return pd.DataFrame(
         {
             "Kernel Name": kf["kernel_name"].to_numpy(object),
             "Op ID": kf["op_id"].to_numpy(object),
@@ -187,10 +196,6 @@ def kernels(p: Analysis, lo: int, hi: int, node: str | None = None) -> pd.DataFr
             "Long Kernel Name": kf["long_kernel_name"].to_numpy(object),  # the identity
         }
     )
-    if node:
-        out = out[out["Op ID"].isin(ops_under(p, node))]
-    order = np.argsort(-out["Total GPU Time (ns)"].to_numpy(), kind="stable")
-    return out.iloc[order].reset_index(drop=True)
 
 
 KERNEL_TABLE_COLUMNS = [

@@ -21,7 +21,12 @@ from jlprof.reports.tables import (
     summary_report,
     system_config,
 )
-from jlprof.widgets.data import CATEGORY_LABELS, ITER_CATEGORIES, KERNEL_TABLE_COLUMNS
+from jlprof.widgets.data import (
+    CATEGORY_LABELS,
+    ITER_CATEGORIES,
+    KERNEL_TABLE_COLUMNS,
+    kernel_table_rows,
+)
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -195,22 +200,9 @@ def op_kernels(p: Analysis, lo: int, hi: int, op: int) -> pd.DataFrame:
     if kf.empty:
         return pd.DataFrame(columns=["kernel", *KERNEL_TABLE_COLUMNS])
     kf = kf[kf["op"].to_numpy(np.int64) == op]
-    calls = kf["calls"].to_numpy(np.int64)
-    gpu = kf["gpu_sum"].to_numpy(np.int64)
-    out = pd.DataFrame(
-        {
-            "kernel": kf["kernel"].to_numpy(np.int64),
-            "Kernel Name": kf["kernel_name"].to_numpy(object),
-            "Op ID": kf["op_id"].to_numpy(object),
-            "Op Name": kf["op_name"].to_numpy(object),
-            "Uses TC": kf["uses_tc"].to_numpy(bool),
-            "Calls": calls,
-            "Total GPU Time (ns)": gpu,
-            "Avg. GPU Time (ns)": np.round(gpu / np.maximum(calls, 1), 1),
-            "Long Kernel Name": kf["long_kernel_name"].to_numpy(object),
-        }
-    )
-    order = np.argsort(-gpu, kind="stable")
+    out = kernel_table_rows(kf)
+    out.insert(0, "kernel", kf["kernel"].to_numpy(np.int64))
+    order = np.argsort(-out["Total GPU Time (ns)"].to_numpy(), kind="stable")
     return out.iloc[order].reset_index(drop=True)
 
 
