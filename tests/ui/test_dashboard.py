@@ -139,6 +139,7 @@ FIRST_BAR = f"""() => {{
     const d = bars.model.data_source.data;
     const x = pv.frame.x_scale.compute((d.left[0] + d.right[0]) / 2);
     const y = pv.frame.y_scale.compute(d.y[0]);
+    pv.canvas_view.el.scrollIntoView({{block: 'center'}});  // below the fold on a small page
     const box = pv.canvas_view.el.getBoundingClientRect();
     return {{x: box.left + x, y: box.top + y}};
 }}"""
