@@ -57,6 +57,12 @@ class Progress:
                 flush=True,
             )
 
+    def detail(self, text: str) -> None:
+        """A sub-step of the current step ("writing iteration.csv") on the bar's label; the
+        text form stays one line per step."""
+        if self._bar is not None and not self.quiet:
+            self._label.value = f"{self.steps[self.index]}: {text}…"
+
     def done(self, text: str) -> None:
         if self.quiet:
             return

@@ -242,7 +242,7 @@ def run_captured(
         result.warnings += warnings
         step(STEPS[5])
         result.written = result.profile.write_reports(
-            folder, opts.reports, opts.formats, force=opts.force
+            folder, opts.reports, opts.formats, force=opts.force, progress=step.progress.detail
         )
     except JlprofError as exc:
         result.status, result.error = "analysis_failed", str(exc)
