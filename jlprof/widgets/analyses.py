@@ -34,6 +34,7 @@ from jlprof.reports import analyses as an
 from jlprof.reports import catalog
 from jlprof.reports.roofline import profile_gpu
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
+from jlprof.widgets.views import distinct_labels
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -343,23 +344,13 @@ class AnalysesViews:
             self.why_fig.y_range.factors = []
             return
         d = why_slow_data(p, int(self.pick.value), lo, hi)
-        labels = _unique([s[:60] for s in d["op"]])
+        labels = distinct_labels([s[:60] for s in d["op"]])
         self.why_fig.y_range.factors = labels[::-1]
         self.why_src.data = {
             "op": labels,
             "delta_us": d["delta_us"].to_numpy(),
             "cpu_delta_us": d["cpu_delta_us"].to_numpy(),
         }
-
-
-def _unique(labels: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for s in labels:
-        n = seen.get(s, 0)
-        seen[s] = n + 1
-        out.append(s if n == 0 else f"{s} ({n + 1})")
-    return out
 
 
 def _roofs(roofs: dict[str, Any], pts: pd.DataFrame) -> dict[str, list]:

@@ -36,7 +36,15 @@ from bokeh.models import (
 from bokeh.plotting import figure
 
 from jlprof.widgets import panels_data as pdata
-from jlprof.widgets.views import CATEGORY_COLORS, TABLE_SIZING, WIDTH, _one_way, _redraw, short
+from jlprof.widgets.views import (
+    CATEGORY_COLORS,
+    TABLE_SIZING,
+    WIDTH,
+    _one_way,
+    _redraw,
+    distinct_labels,
+    short,
+)
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -372,7 +380,7 @@ class Panels:
 
     def _update_top(self, top: pd.DataFrame) -> None:
         t = top.iloc[::-1]  # the largest on top
-        labels = _unique(t["op_name"].map(lambda s: short(s, 32)).tolist())
+        labels = distinct_labels(t["op_name"].map(lambda s: short(s, 32)).tolist())
         self.top_src.data = {
             "op": t["op"].to_numpy(np.int64),
             "label": labels,
@@ -557,13 +565,3 @@ def _tc(eligible: np.ndarray, using: np.ndarray) -> np.ndarray:
     """``eligible / using`` as yes/no, the DLProf Viewer's two TC columns in one."""
     yn = np.array(["no", "yes"], dtype=object)
     return yn[eligible.astype(int)] + " / " + yn[using.astype(int)]
-
-
-def _unique(labels: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for s in labels:
-        k = seen.get(s, 0)
-        seen[s] = k + 1
-        out.append(s if k == 0 else f"{s} ({k + 1})")
-    return out

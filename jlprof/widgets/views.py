@@ -513,10 +513,14 @@ def _redraw(table: DataTable) -> None:
 
 def _unique_labels(names: np.ndarray) -> list[str]:
     """Short axis labels; a suffix keeps two long names that cut alike apart."""
+    return distinct_labels([short(n) for n in names])
+
+
+def distinct_labels(labels: list[str]) -> list[str]:
+    """Categorical axis labels must differ: the second "x" becomes "x (2)", and so on."""
     seen: dict[str, int] = {}
     out = []
-    for n in names:
-        s = short(n)
+    for s in labels:
         k = seen.get(s, 0)
         seen[s] = k + 1
         out.append(s if k == 0 else f"{s} ({k + 1})")
