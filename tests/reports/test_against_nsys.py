@@ -16,12 +16,7 @@ missing; then jlprof's side must be empty too.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import sqlite3
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +27,7 @@ import jlprof
 from jlprof.engine import schema
 from jlprof.engine.nvtxsum import kernel_range_pairs, range_kernel_summary
 from jlprof.profile import Profile
-from tests.fixtures.nsys_stats import nsys_path
+from tests.fixtures.nsys_stats import cached_stats, nsys_path
 from tests.fixtures.scenarios import real_traces, rich_db
 
 pytestmark = [
@@ -54,53 +49,9 @@ ROUNDED = ["Avg (ns)", "Med (ns)", "StdDev (ns)"]  # nsys rounds these to 0.1 ns
 REAL = real_traces()
 
 
-CACHE = Path(__file__).resolve().parents[2] / ".cache" / "nsys-stats"
-"""nsys stats CSVs by export content, nsys binary and reports (git-ignored): made once, reused."""
-
-
-def _cache_key(sqlite: Path) -> str:
-    exe = Path(str(nsys_path())).resolve()
-    st = exe.stat()
-    h = hashlib.sha256(sqlite.read_bytes())
-    h.update(f"{exe}:{st.st_size}:{st.st_mtime_ns}:{','.join(REPORTS)}".encode())
-    return h.hexdigest()[:24]
-
-
-def _nsys_csvs(sqlite: Path, out: Path) -> Path:
-    """All four reports in one ``nsys stats`` call, into the cache folder of this export (moved
-    there whole, so a racing pytest process never reads half of it); ``out`` if no cache."""
-    cached = CACHE / f"{sqlite.stem}-{_cache_key(sqlite)}"
-    if cached.is_dir():
-        return cached
-    try:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=CACHE, prefix=".partial-"))
-    except OSError:
-        work = cached = out
-    cmd = [str(nsys_path()), "stats", "-r", ",".join(REPORTS), "--format", "csv"]
-    cmd += ["--force-overwrite", "true"]
-    proc = subprocess.run(
-        [*cmd, "-o", str(work / sqlite.stem), str(sqlite)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    if work != cached:
-        try:
-            os.replace(work, cached)
-        except OSError:  # another process put it there first
-            shutil.rmtree(work, ignore_errors=True)
-    return cached
-
-
 def run_nsys(sqlite: Path, out: Path) -> dict[str, pd.DataFrame | None]:
     """nsys' four reports on ``sqlite`` (cached); None for a report nsys skipped."""
-    prefix = _nsys_csvs(sqlite, out) / sqlite.stem
-    got: dict[str, pd.DataFrame | None] = {}
-    for rep in REPORTS:
-        csv = prefix.with_name(f"{prefix.name}_{rep.replace(':', '_')}.csv")
-        skipped = not csv.exists() or csv.stat().st_size == 0
-        got[rep] = None if skipped else pd.read_csv(csv, keep_default_na=False)
-    return got
+    return cached_stats(sqlite, REPORTS, out)
 
 
 class Case:

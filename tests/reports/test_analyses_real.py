@@ -10,12 +10,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +22,10 @@ from jlprof.engine.idle import SYNC_API
 from jlprof.engine.trace import GLOBAL_PID_MASK
 from jlprof.profile import Profile
 from tests.fixtures.loops import small_training_export
-from tests.fixtures.nsys_stats import nsys_path
+from tests.fixtures.nsys_stats import cached_stats, nsys_path
 from tests.fixtures.scenarios import real_traces
 
 REAL = real_traces()
-CACHE = Path(__file__).resolve().parents[2] / ".cache" / "nsys-stats"
 CAUSES = [
     "Memory Copy (ns)",
     "Synchronization (ns)",
@@ -43,31 +37,7 @@ CAUSES = [
 
 def _kernexectrace(sqlite: Path, out: Path) -> pd.DataFrame | None:
     """``nsys stats -r kernexectrace`` on ``sqlite`` (cached by content); None when skipped."""
-    exe = Path(str(nsys_path())).resolve()
-    h = hashlib.sha256(sqlite.read_bytes())
-    h.update(f"{exe}:{exe.stat().st_mtime_ns}:kernexectrace".encode())
-    cached = CACHE / f"{sqlite.stem}-kx-{h.hexdigest()[:24]}"
-    if not cached.is_dir():
-        try:
-            CACHE.mkdir(parents=True, exist_ok=True)
-            work = Path(tempfile.mkdtemp(dir=CACHE, prefix=".partial-"))
-        except OSError:
-            work = cached = out
-        cmd = [str(exe), "stats", "-r", "kernexectrace", "--format", "csv"]
-        proc = subprocess.run(
-            [*cmd, "--force-overwrite", "true", "-o", str(work / sqlite.stem), str(sqlite)],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        if work != cached:
-            try:
-                os.replace(work, cached)
-            except OSError:
-                shutil.rmtree(work, ignore_errors=True)
-    csv = cached / f"{sqlite.stem}_kernexectrace.csv"
-    if not csv.exists() or csv.stat().st_size == 0:
-        return None
-    return pd.read_csv(csv, keep_default_na=False)
+    return cached_stats(sqlite, ("kernexectrace",), out)["kernexectrace"]
 
 
 def _exports(tmp: Path) -> list[Path]:
