@@ -185,11 +185,11 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
             "minimal",
         )
     if args.dump_model_data:
-        target = out / f"{prof.profile_name}_model_data.json"
+        target = report_path(out, prof.profile_name, "model_data", "json")
         if args.force or not target.exists():
             say(f"wrote {_dump_model_data(prof, target)}")
     if args.dldb:
-        dldb = out / f"{prof.profile_name.replace(' ', '_')}_dldb.sqlite"
+        dldb = report_path(out, prof.profile_name, "dldb", "sqlite")
         _write_dldb(prof, db, dldb, args, say)
     if args.save_db:
         say(f"saved jlprof database {prof.save(args.save_db)}")

@@ -181,7 +181,7 @@ class DiffResult:
         """Write ``<profile_name>_<table>.<csv|json|parquet>`` for each of ``DIFF_TABLES``; existing
         files kept unless ``force``; each file whole or not at all."""
         from jlprof.reports.encoders import WRITERS
-        from jlprof.reports.writers import FORMATS, check_profile_name
+        from jlprof.reports.writers import FORMATS, check_profile_name, report_path
 
         check_profile_name(profile_name)
         bad = [f for f in formats if f not in FORMATS]
@@ -193,7 +193,7 @@ class DiffResult:
         done = []
         for name in DIFF_TABLES:
             for fmt in dict.fromkeys(formats):
-                target = out / f"{profile_name.replace(' ', '_')}_{name}.{fmt}"
+                target = report_path(out, profile_name, name, fmt)
                 if target.exists() and not force:
                     continue
                 with outputs.written_file(target, background=fmt != "parquet") as f:
