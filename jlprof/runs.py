@@ -87,9 +87,10 @@ def read_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def run_database(path: str | os.PathLike[str]) -> Path:
-    """``path`` itself, or for a run folder the database its manifest names (diff, re-analysis).
+    """``path`` itself, or for a run folder the profile its manifest names: the database, else
+    the nsys report (diff, ``jlprof view``, re-analysis).
 
-    Raises :class:`~jlprof.errors.InputError` for a run folder whose capture left no database.
+    Raises :class:`~jlprof.errors.InputError` for a run folder whose capture left neither.
     """
     from jlprof.errors import InputError
 
@@ -97,17 +98,20 @@ def run_database(path: str | os.PathLike[str]) -> Path:
     if not (path.is_dir() and (path / MANIFEST).is_file()):
         return path
     try:
-        name = read_manifest(path).get("database")
+        m = read_manifest(path)
     except (OSError, ValueError) as exc:
         raise InputError(
-            f"{path / MANIFEST} cannot be read ({exc}); give the .sqlite inside."
+            f"{path / MANIFEST} cannot be read ({exc}); give a profile file in the folder."
         ) from exc
-    if not name:
-        raise InputError(
-            f"run folder {path} has no database (its status: "
-            f"{read_manifest(path).get('status')}); give another run or an nsys export."
-        )
-    return path / name
+    for key in ("database", "nsys_report"):
+        name = m.get(key)
+        if name and (path / name).is_file():
+            return path / name
+    raise InputError(
+        f"run folder {path} has no database (status {m.get('status')!r}: "
+        f"{m.get('error') or 'no database or nsys report in it'}); give another run or an nsys "
+        "export, or re-run the profiled cell."
+    )
 
 
 def list_runs(root: str | os.PathLike[str] | None = None) -> list[Path]:

@@ -88,34 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def resolve(path: str | os.PathLike[str]) -> Path:
-    """The file to load for ``path``: itself, or the database a run folder's manifest names."""
+    """The file to load for ``path``: itself, or the profile a run folder's manifest names."""
+    from jlprof.runs import MANIFEST, run_database
+
     p = Path(path)
     if not p.exists():
         raise InputError(
             f"{p}: no such file or folder; give a .jlprof database, an nsys export (.sqlite) "
             "or a run folder (jlprof_runs/<id>/)."
         )
-    if not p.is_dir():
-        return p
-    from jlprof.runs import MANIFEST, read_manifest
-
-    if not (p / MANIFEST).is_file():
+    if p.is_dir() and not (p / MANIFEST).is_file():
         raise InputError(
             f"{p} is a folder without {MANIFEST}: not a jlprof run folder. Give the folder of "
             "one run (jlprof_runs/<id>/) or a profile file in it."
         )
-    try:
-        m = read_manifest(p)
-    except ValueError as exc:
-        raise InputError(f"{p / MANIFEST} is not valid JSON ({exc}); give a profile file.") from exc
-    for key in ("database", "nsys_report"):
-        name = m.get(key)
-        if name and (p / name).is_file():
-            return p / name
-    raise InputError(
-        f"run folder {p} has no profile to show (status {m.get('status')!r}: "
-        f"{m.get('error') or 'no database or nsys report in it'}); re-run the profiled cell."
-    )
+    return run_database(p)
 
 
 def load_profile(
