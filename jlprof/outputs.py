@@ -17,12 +17,13 @@ import re
 import secrets
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Generic, TypeVar
 
 from jlprof.errors import OutputError
 
+T = TypeVar("T")
 PARTIAL = ".jlprof-partial"
 _PARTIAL_NAME = re.compile(r"\.(\d+)\.[0-9a-f]{8}" + re.escape(PARTIAL) + "$")
 
@@ -135,6 +136,67 @@ class _Pipe:
         self.thread.join()
 
 
+class Cancelled(Exception):
+    """Raised inside a background write (:class:`InThread`) once its caller gave up on it."""
+
+
+class InThread(Generic[T]):
+    """``work(check)`` in a thread of its own, started now, while the caller goes on (a file
+    written while the engine computes: two cores do two things).
+
+    ``work`` calls ``check()`` between writes; after :meth:`cancel` (the caller failed or was
+    interrupted) it raises :class:`Cancelled`, so the work stops within one write and its
+    temporary file goes (:func:`written`). :meth:`wait` joins and returns the result or raises
+    the work's own exception in the caller's thread. A daemon thread: a process that exits
+    never waits for it.
+    """
+
+    def __init__(self, work: Callable[[Callable[[], None]], T], name: str) -> None:
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._value: T | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[Callable[[], None]], T]) -> None:
+        try:
+            self._value = work(self.check)
+        except BaseException as exc:  # re-raised by wait(), in the caller's thread
+            self._error = exc
+
+    def check(self) -> None:
+        """Raise :class:`Cancelled` once the caller cancelled (called by the work)."""
+        if self._stop.is_set():
+            raise Cancelled
+
+    def wait(self) -> T:
+        """The work's result, once it ended; its exception if it raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+    def cancel(self) -> None:
+        """Stop the work at its next ``check()`` and wait for it; its error is dropped."""
+        self._stop.set()
+        self._thread.join()
+
+
+class Checked:
+    """A file whose every ``write`` first calls ``check`` (:meth:`InThread.check`); everything
+    else is the file's."""
+
+    def __init__(self, f: IO[bytes], check: Callable[[], None]) -> None:
+        self._f, self._check = f, check
+
+    def write(self, data: Any) -> int:
+        self._check()
+        return self._f.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+
 def prepare_folder(folder: str | os.PathLike[str], flag: str = "--output_path") -> Path:
     """Create ``folder`` and prove it writable before any analysis runs; clean stale partials.
 
@@ -216,6 +278,9 @@ def _first_file(path: Path) -> Path:
 
 __all__ = [
     "PARTIAL",
+    "Cancelled",
+    "Checked",
+    "InThread",
     "describe",
     "partial_path",
     "prepare_folder",

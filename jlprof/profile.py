@@ -23,6 +23,7 @@ from jlprof.engine.analysis import (
     Analysis,
     check_options,
 )
+from jlprof.engine.trace import Trace
 from jlprof.errors import InputError
 from jlprof.reports import REPORTS, catalog
 from jlprof.reports.diff import THRESHOLD_PCT, DiffResult, compare
@@ -188,11 +189,14 @@ def load(
     profile_name: str = DEFAULT_PROFILE_NAME,
     progress: Callable[[str], None] | None = None,
     use_connectorx: bool | None = None,
+    on_read: Callable[[Trace], Any] | None = None,
 ) -> Profile:
     """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database.
 
     ``mode`` None: ``pytorch`` when the trace holds PyTorch markers (emit_nvtx, DLProf/PyProf
-    plugin, ``jlprof.torch``), else ``simple``; a mode given always wins.
+    plugin, ``jlprof.torch``), else ``simple``; a mode given always wins. ``on_read`` is
+    called with the trace as soon as it is read, before the analysis (the CLI starts writing
+    the DLProf database then, in a thread).
     """
     from jlprof.engine.store import read_any
 
@@ -206,6 +210,8 @@ def load(
         path = ensure_sqlite(path)
     # not a heavy stage: the reader's threads must trim their heaps as they free
     trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
+    if on_read is not None:
+        on_read(trace)
     return Profile(
         trace,
         key_node=key_node,

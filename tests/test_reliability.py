@@ -269,15 +269,12 @@ def test_write_error_midway_leaves_no_file(tmp_path, export, reference, monkeypa
     """ENOSPC after half of a JSON report (injected): one line, exit 2, no cut file."""
     from jlprof.reports import encoders
 
-    real = encoders.WRITERS["json"]
+    class FullDisk(encoders.JsonRecords):  # the iteration report is streamed part by part
+        def write(self, df):
+            self.out.write(b'[{"Iteration": 0, ')
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.out.name))
 
-    def full_disk(df, out, *a, **k):
-        if "dlprof_iteration" in str(out.name):
-            out.write(b'[{"Iteration": 0, ')
-            raise OSError(errno.ENOSPC, "No space left on device", str(out.name))
-        return real(df, out, *a, **k)
-
-    monkeypatch.setitem(encoders.WRITERS, "json", full_disk)
+    monkeypatch.setitem(encoders.STREAMS, "json", FullDisk)
     rc = main(cli_args(export, tmp_path / "out"))
     assert rc == 2
     line = error_line(capsys.readouterr().err)
@@ -433,6 +430,58 @@ def test_save_db_whole_or_nothing(tmp_path, export, monkeypatch) -> None:
     with pytest.raises(OutputError, match=r"x\.jlprof: no space left .* --save_db"):
         prof.save(tmp_path / "x.jlprof")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dldb_written_while_the_engine_works_fails_as_one_line(
+    tmp_path, export, reference, monkeypatch, capsys
+) -> None:
+    """The DLProf database is written in a thread from the moment the trace is read: its full
+    disk is still one line naming the file and exit 2, the reports are whole, nothing cut."""
+    import pyarrow.feather as feather
+
+    real = feather.write_feather
+
+    def full_after_a_bit(table, dest, *a, **k):
+        dest.write(b"ARROW1")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(feather, "write_feather", full_after_a_bit)
+    out = tmp_path / "out"
+    assert main(cli_args(export, out)) == 2
+    line = error_line(capsys.readouterr().err)
+    assert f"{DEFAULT_PROFILE_NAME}_dldb.sqlite: no space left on the device" in line
+    assert not (out / f"{DEFAULT_PROFILE_NAME}_dldb.sqlite").exists()
+    assert len(same_as_reference(out, reference)) == ALL_FILES
+    no_partials(out)
+    monkeypatch.setattr(feather, "write_feather", real)
+    assert main(cli_args(export, out, "-f", "true")) == 0  # and it reads back after a rerun
+    assert jlprof.load(out / f"{DEFAULT_PROFILE_NAME}_dldb.sqlite").iterations.count > 0
+
+
+def test_a_failed_analysis_leaves_no_dldb(tmp_path, export, monkeypatch, capsys) -> None:
+    """An unknown key node is found after the read, when the database's thread already
+    writes: the thread is stopped and its file removed (no database of a failed run)."""
+    from jlprof.engine import store
+
+    started = []
+    real = store._write_frames
+
+    def slow_frames(trace, sink, check=None):
+        started.append(check)
+        import time
+
+        for _ in range(200):  # until cancelled: the analysis fails meanwhile
+            time.sleep(0.01)
+            check()
+        real(trace, sink, check)
+
+    monkeypatch.setattr(store, "_write_frames", slow_frames)
+    out = tmp_path / "out"
+    assert main(cli_args(export, out, "--key_node", "no_such_op")) == 2
+    assert "no_such_op" in error_line(capsys.readouterr().err)
+    assert started and started[0] is not None  # it had begun, in its thread
+    assert not (out / f"{DEFAULT_PROFILE_NAME}_dldb.sqlite").exists()
+    no_partials(out)
 
 
 # ---- 3. the Python API raises jlprof's own, documented exception types -----------------------

@@ -28,7 +28,7 @@ import pandas as pd
 
 from jlprof.engine.trace import Trace
 from jlprof.errors import InputError
-from jlprof.outputs import written
+from jlprof.outputs import Checked, written
 
 FORMAT = "jlprof-trace"
 VERSION = 2  # 2: a dldb frame may span rows name, name.1, ... (_BlobParts)
@@ -83,16 +83,22 @@ def _manifest(trace: Trace, version: int = VERSION) -> bytes:
     ).encode()
 
 
-def _write_frames(trace: Trace, sink: Callable[[str], AbstractContextManager[IO[bytes]]]) -> None:
+def _write_frames(
+    trace: Trace,
+    sink: Callable[[str], AbstractContextManager[IO[bytes]]],
+    check: Callable[[], None] | None = None,
+) -> None:
     """Each frame as Arrow IPC (Feather v2) into ``sink(entry name)``, one frame at a time and
-    streamed: no frame's bytes are ever held whole (10M kernels: a 1.3 GB ``gpu.arrow``)."""
+    streamed: no frame's bytes are ever held whole (10M kernels: a 1.3 GB ``gpu.arrow``).
+    ``check`` is called before every write (a background save that may be cancelled)."""
     import pyarrow as pa
     import pyarrow.feather as feather
 
     for name in FRAMES:
         table = pa.Table.from_pandas(getattr(trace, name), preserve_index=False)
         with sink(f"{name}.arrow") as out:
-            feather.write_feather(table, out, compression="uncompressed")
+            dest = out if check is None else Checked(out, check)
+            feather.write_feather(table, dest, compression="uncompressed")
         del table
 
 
@@ -147,9 +153,16 @@ def _frame_bytes(entries: dict[str, bytes], name: str) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
+def save_trace(
+    trace: Trace,
+    path: str | Path,
+    flag: str = "--save_db",
+    check: Callable[[], None] | None = None,
+) -> Path:
     """Write ``trace`` to ``path``, whole or not at all: an SQLite container when the name ends
-    in ``.sqlite`` (``dlprof_dldb.sqlite``), a zip otherwise (``*.jlprof``)."""
+    in ``.sqlite`` (``dlprof_dldb.sqlite``), a zip otherwise (``*.jlprof``). ``check`` is
+    called before every write: a save in a thread (:class:`jlprof.outputs.InThread`) stops
+    there when cancelled, leaving no file."""
     import sqlite3
 
     path = Path(path)
@@ -166,7 +179,7 @@ def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
                         yield out
                     split.append(out.parts > 1)
 
-                _write_frames(trace, blob)
+                _write_frames(trace, blob, check)
                 # format 2 only where a frame was split: older readers take every other file
                 manifest = _manifest(trace, VERSION if any(split) else 1)
                 conn.execute(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", ("manifest.json", manifest))
@@ -180,7 +193,7 @@ def save_trace(trace: Trace, path: str | Path, flag: str = "--save_db") -> Path:
                 def member(name: str) -> AbstractContextManager[IO[bytes]]:
                     return z.open(name, "w", force_zip64=True)
 
-                _write_frames(trace, member)
+                _write_frames(trace, member, check)
     return path
 
 

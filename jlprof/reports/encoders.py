@@ -250,14 +250,18 @@ def _batches(n: int, rows: int) -> Iterator[tuple[int, int]]:
         yield lo, min(lo + rows, n)
 
 
-def write_csv(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
-    """``df.to_csv(out, index=False)``, byte for byte, in batches of ``rows``."""
+def write_csv(
+    df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS, header: bool = True
+) -> None:
+    """``df.to_csv(out, index=False)``, byte for byte, in batches of ``rows``; ``header=False``:
+    the rows only (a later part of a streamed report)."""
     if len(df.columns) < 2 or any(_plain_kind(df[c]) is None for c in df.columns):
         # a dtype only pandas formats (or one column)
         for i, (lo, hi) in enumerate(_batches(max(len(df), 1), rows)):
-            out.write(df.iloc[lo:hi].to_csv(index=False, header=i == 0).encode())
+            out.write(df.iloc[lo:hi].to_csv(index=False, header=header and i == 0).encode())
         return
-    out.write((",".join(_csv_field(str(c)) for c in df.columns) + "\n").encode())
+    if header:
+        out.write((",".join(_csv_field(str(c)) for c in df.columns) + "\n").encode())
     if len(df) == 0:
         return
     # parts made one at a time as the plan merges them: never every column's codes at once
@@ -270,31 +274,57 @@ def write_csv(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
 def write_json(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
     """``df.to_json(out, orient="records", indent=2, double_precision=15)``, value for value,
     written as records in batches of ``rows`` (never one string for the whole file)."""
-    if len(df) == 0:
-        out.write(b"[]")
-        return
-    if len(df.columns) == 0 or any(_plain_kind(df[c]) is None for c in df.columns):
-        _json_by_pandas(df, out, rows)
-        return
-    parts = (_part(df[c], "json") for c in df.columns)  # one at a time, as for CSV
-    keys = [json.dumps(str(c)) for c in df.columns]
-    glues = [("  {\n    " if i == 0 else ",\n    ") + k + ":" for i, k in enumerate(keys)]
-    plan = _row_plan(parts, glues, "\n  },\n")  # type: ignore[arg-type]
-    out.write(b"[\n")
-    last = len(df)
-    for lo, hi in _batches(len(df), rows):
-        text = _rows(plan, lo, hi)
-        out.write(text[:-2] if hi == last else text)  # no comma after the last record
-    out.write(b"\n]")
+    stream = JsonRecords(out, rows)
+    stream.write(df)
+    stream.close()
 
 
-def _json_by_pandas(df: pd.DataFrame, out: IO[bytes], rows: int) -> None:
-    """pandas' records, batch by batch, stitched into one list."""
-    out.write(b"[")
-    for i, (lo, hi) in enumerate(_batches(len(df), rows)):
-        text = df.iloc[lo:hi].to_json(orient="records", indent=2, double_precision=15)
-        out.write((("," if i else "") + text[1:-2]).encode())
-    out.write(b"\n]")
+class JsonRecords:
+    """One JSON list of records written from consecutive frames (:func:`write_json` is one
+    frame): each record is on its way to disk once its batch is formatted. The comma after a
+    record is written with the next one, so the last needs no look-ahead."""
+
+    def __init__(self, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
+        self.out, self.rows, self.count = out, rows, 0
+
+    def _record_text(self, text: str | memoryview | bytes) -> None:
+        # every piece is records joined by ",\n", without the comma after the last
+        self.out.write(b"[\n" if self.count == 0 else b",\n")
+        self.out.write(text.encode() if isinstance(text, str) else text)
+
+    def write(self, df: pd.DataFrame) -> None:
+        if len(df) == 0:
+            return
+        if len(df.columns) == 0 or any(_plain_kind(df[c]) is None for c in df.columns):
+            for lo, hi in _batches(len(df), self.rows):  # pandas' records, stitched
+                text = df.iloc[lo:hi].to_json(orient="records", indent=2, double_precision=15)
+                self._record_text(text[2:-2])  # without "[\n" and "\n]"
+                self.count += hi - lo
+            return
+        parts = (_part(df[c], "json") for c in df.columns)  # one at a time, as for CSV
+        keys = [json.dumps(str(c)) for c in df.columns]
+        glues = [("  {\n    " if i == 0 else ",\n    ") + k + ":" for i, k in enumerate(keys)]
+        plan = _row_plan(parts, glues, "\n  },\n")  # type: ignore[arg-type]
+        for lo, hi in _batches(len(df), self.rows):
+            self._record_text(_rows(plan, lo, hi)[:-2])
+            self.count += hi - lo
+
+    def close(self) -> None:
+        self.out.write(b"[]" if self.count == 0 else b"\n]")
+
+
+class CsvRows:
+    """One CSV file written from consecutive frames: the header with the first."""
+
+    def __init__(self, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
+        self.out, self.rows, self.started = out, rows, False
+
+    def write(self, df: pd.DataFrame) -> None:
+        write_csv(df, self.out, self.rows, header=not self.started)
+        self.started = True
+
+    def close(self) -> None:
+        pass
 
 
 def arrow_table(df: pd.DataFrame) -> pa.Table:
@@ -313,16 +343,43 @@ def arrow_table(df: pd.DataFrame) -> pa.Table:
 
 def write_parquet(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
     """One Parquet file, typed columns, one row group per ``rows`` rows."""
-    import pyarrow.parquet as pq
+    stream = ParquetRows(out, rows)
+    stream.write(df)
+    stream.close()
 
-    table = arrow_table(df)
-    with pq.ParquetWriter(out, table.schema, compression="zstd") as w:
-        for lo, hi in _batches(max(len(df), 1), rows):
-            w.write_table(table.slice(lo, hi - lo))
+
+class ParquetRows:
+    """One Parquet file written from consecutive frames, each a row group per ``rows`` rows;
+    the schema is the first frame's (a later frame is cast to it)."""
+
+    def __init__(self, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
+        self.out, self.rows = out, rows
+        self.writer: Any = None
+
+    def write(self, df: pd.DataFrame) -> None:
+        import pyarrow.parquet as pq
+
+        table = arrow_table(df)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.out, table.schema, compression="zstd")
+        elif table.schema != self.writer.schema:
+            table = table.cast(self.writer.schema)
+        for lo, hi in _batches(max(len(df), 1), self.rows):
+            self.writer.write_table(table.slice(lo, hi - lo))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 WRITERS: dict[str, Callable[[pd.DataFrame, IO[bytes]], None]] = {
     "csv": write_csv,
     "json": write_json,
     "parquet": write_parquet,
+}
+#: the same formats for a report written in consecutive frames (``write``, then ``close``)
+STREAMS: dict[str, Callable[[IO[bytes]], CsvRows | JsonRecords | ParquetRows]] = {
+    "csv": CsvRows,
+    "json": JsonRecords,
+    "parquet": ParquetRows,
 }

@@ -9,6 +9,7 @@ report, which lists raw kernel rows and is a filter of them).
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -245,22 +246,55 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     Rows in (iteration, GPU start) order. The order is found first and every column is
     gathered once in it (no second 1M-row copy); the whole range in order takes no copy.
     """
+    return _iteration_rows(p, _iteration_order(p, lo, hi))
+
+
+#: rows per part of a streamed iteration report (a multiple of the encoders' batch)
+ITERATION_PART_ROWS = 1 << 20
+
+
+def iteration_parts(
+    p: Analysis, lo: int, hi: int, rows: int | None = None
+) -> Iterator[pd.DataFrame]:
+    """:func:`iteration` in consecutive parts of at most ``rows`` rows (default
+    :data:`ITERATION_PART_ROWS`; at least one part, maybe empty): the writers stream a
+    10M-row report without ever holding its frame (~1 GB of gathered columns at 10M)."""
+    rows = rows or ITERATION_PART_ROWS
+    order = _iteration_order(p, lo, hi)
+    n = order.stop if isinstance(order, slice) else len(order)
+    for a in range(0, max(n, 1), rows):
+        b = min(a + rows, n)
+        yield _iteration_rows(p, slice(a, b) if isinstance(order, slice) else order[a:b])
+
+
+def _iteration_order(p: Analysis, lo: int, hi: int) -> slice | np.ndarray:
+    """The iteration report's rows: ``slice(0, n)`` when they are every GPU row in stored
+    order (10M rows: no index, no order check copies), else their positions."""
+    it = p.cube.gpu_iter
+    start = p.correlated.gpu["start_ns"].to_numpy(np.int64)
+    if _whole_in_order(it, start, lo, hi):
+        return slice(0, len(it))
+    return _in_order(it, start, lo, hi)
+
+
+def _iteration_rows(p: Analysis, rows: slice | np.ndarray) -> pd.DataFrame:
+    """The iteration report's rows ``rows`` (of :func:`_iteration_order`): a slice gathers
+    nothing (views), positions gather each column once."""
     c = p.correlated
     g = c.gpu
     it = p.cube.gpu_iter
-    start = g["start_ns"].to_numpy(np.int64)
-    whole = _whole_in_order(it, start, lo, hi)  # 10M rows: no index, no order check copies
-    sel = np.arange(0) if whole else _in_order(it, start, lo, hi)
+    view = isinstance(rows, slice)
 
     def col(a: np.ndarray) -> np.ndarray:
-        return a if whole else a[sel]
+        return a[rows]
 
     def cat(name: str) -> pd.Categorical:
         arr = g[name].array
-        return arr if whole else arr.take(sel)
+        return arr[rows] if view else arr.take(rows)
 
     ops = c.ops
     inst = col(g["inst"].to_numpy(np.int64))
+    n = len(inst)
     # each row's op, len(ops) for none: one int32 array that every op column gathers from
     # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
     op = c.inst["op"].to_numpy(np.int64).astype(np.int32)[np.maximum(inst, 0)]
@@ -285,10 +319,10 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
         out[no_api] = none
         return out
 
-    blank = take_categorical(np.zeros(0, object), np.full(len(it) if whole else len(sel), -1))
-    g_start = col(start)
+    blank = take_categorical(np.zeros(0, object), np.full(n, -1))
+    g_start = col(g["start_ns"].to_numpy(np.int64))
     cols: dict[str, Any] = {
-        "Iteration": it.copy() if whole else it[sel],
+        "Iteration": np.array(it[rows]),  # a copy: the frame must not alias the cube
         "Op ID": pick("op_id"),
         "Op Name": pick("op_name"),
     }

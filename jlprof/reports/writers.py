@@ -27,7 +27,7 @@ from jlprof import outputs
 from jlprof.errors import OptionError
 from jlprof.outputs import prepare_folder
 from jlprof.reports import ALIASES, REPORT_NAMES, REPORTS, catalog
-from jlprof.reports.encoders import WRITERS
+from jlprof.reports.encoders import STREAMS, WRITERS
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -133,6 +133,10 @@ def write_reports(
         if not todo:
             continue
         say(f"building {rep}")
+        if rep == "iteration":  # a row per GPU activity: streamed, never held whole
+            _write_streamed(p, todo, say)
+            written.extend(todo.values())
+            continue
         df = catalog.report(p, ALIASES.get(rep, rep))
         for fmt, target in todo.items():
             say(f"writing {rep}.{fmt}")
@@ -147,6 +151,31 @@ def write_reports(
             written.append(target)
         del df  # one report in memory at a time
     return written
+
+
+def _write_streamed(p: Analysis, todo: dict[str, Path], say: Callable[[str], None]) -> None:
+    """The iteration report, part by part (:func:`tables.iteration_parts`), into every format
+    at once: each part is gathered once and written to each file, so memory holds one part,
+    not the 10M-row frame. Every file whole or not at all: an error leaves none of them."""
+    from contextlib import ExitStack
+
+    from jlprof.engine.memory import heavy_stage
+    from jlprof.reports import tables
+
+    lo, hi = p.range_of(None, None)
+    for fmt in todo:
+        say(f"writing iteration.{fmt}")
+    with ExitStack() as files, heavy_stage():
+        streams = [
+            STREAMS[fmt](files.enter_context(outputs.written_file(t, background=fmt != "parquet")))
+            for fmt, t in todo.items()
+        ]
+        for part in tables.iteration_parts(p, lo, hi):
+            for s in streams:
+                s.write(part)
+            del part
+        for s in streams:
+            s.close()
 
 
 def summary_csv(tables: dict[str, dict[str, Any]]) -> str:

@@ -37,10 +37,18 @@ def _failing_after_first_batch(df, out, rows=2):
     raise OSError(28, "No space left on device")
 
 
+class _FailingRows(encoders.CsvRows):
+    """The streamed (iteration) report's CSV, dying after its first rows."""
+
+    def write(self, df):
+        _failing_after_first_batch(df, self.out)
+
+
 def test_a_failed_stream_leaves_no_file_and_keeps_the_old_one(prof, tmp_path, monkeypatch):
     old = report_path(tmp_path, prof.profile_name, "kernel", "csv")
     old.write_text("yesterday's report")
     monkeypatch.setitem(encoders.WRITERS, "csv", _failing_after_first_batch)
+    monkeypatch.setitem(encoders.STREAMS, "csv", _FailingRows)
     with pytest.raises(OutputError, match="no space left"):
         prof.write_reports(tmp_path, ["iteration", "kernel"], ["csv"], force=True)
     assert old.read_text() == "yesterday's report"
@@ -91,3 +99,87 @@ def test_the_magic_accepts_parquet():
 
     ns = DlprofMagics.dlprof.parser.parse_args(["--formats=parquet,csv", "--database=x.sqlite"])
     assert magic_options.from_namespace(ns, cell=False).formats == ["parquet", "csv"]
+
+
+# ---- the iteration report streamed in parts (issue 18) ------------------------------------
+
+
+def test_iteration_parts_are_the_report_cut_in_order(prof):
+    """Every part size, the whole range (views) and a sub-range (gathered rows): the parts
+    joined are the report, row for row, and no part is over the size."""
+    from jlprof.reports import tables
+
+    last = prof.iterations.count - 1
+    for lo, hi in ((0, last), (1, last - 1)):
+        whole = tables.iteration(prof, lo, hi)
+        assert len(whole) > 10
+        for rows in (1, 7, len(whole) - 1, len(whole), len(whole) + 5):
+            parts = list(tables.iteration_parts(prof, lo, hi, rows))
+            assert all(0 < len(x) <= rows for x in parts)
+            assert len(parts) == -(-len(whole) // rows)
+            joined = pd.concat(parts, ignore_index=True)
+            pd.testing.assert_frame_equal(joined, whole)
+
+
+def test_iteration_parts_of_an_empty_range_are_one_empty_frame(prof, monkeypatch):
+    from jlprof.reports import tables
+
+    monkeypatch.setattr(prof.cube, "gpu_iter", prof.cube.gpu_iter + 10_000)  # no row in range
+    parts = list(tables.iteration_parts(prof, 0, 1, 4))
+    assert len(parts) == 1 and len(parts[0]) == 0
+    assert list(parts[0].columns) == list(tables.iteration(prof, 0, 1).columns)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_streamed_iteration_files_equal_the_whole_frames(prof, tmp_path, monkeypatch, fmt):
+    """Parts of 5 rows (a boundary every 5 rows) write the file that the whole frame
+    writes: CSV and JSON byte for byte, Parquet the same table."""
+    import io
+
+    from jlprof.reports import tables
+
+    monkeypatch.setattr(tables, "ITERATION_PART_ROWS", 5)
+    [path] = prof.write_reports(tmp_path, ["iteration"], [fmt], force=True)
+    whole = prof.report("iteration")
+    assert len(whole) > 15
+    buf = io.BytesIO()
+    encoders.WRITERS[fmt](whole, buf)
+    if fmt == "parquet":
+        got = pq.read_table(path)
+        assert got.equals(pq.read_table(io.BytesIO(buf.getvalue())))
+        assert got.num_rows == len(whole)
+    else:
+        assert path.read_bytes() == buf.getvalue()
+
+
+@pytest.mark.filterwarnings("ignore:The default formatting of datetime")
+def test_streams_of_any_cut_write_the_whole_frames_bytes():
+    """CsvRows/JsonRecords fed a frame in parts (empty ones too, and dtypes only pandas
+    formats) write what write_csv/write_json write for the frame."""
+    import io
+    import itertools
+
+    import numpy as np
+
+    df = pd.DataFrame(
+        {
+            "n": np.arange(9, dtype=np.int64) * 7,
+            "t": pd.Categorical(list("abcabcaab")),
+            "f": np.linspace(0, 1, 9),
+            "ok": [True, False] * 4 + [True],
+        }
+    )
+    dated = df.assign(when=pd.to_datetime(["2026-01-01"] * 9))  # pandas' own formatting
+    for frame in (df, dated, df.iloc[:0]):
+        for cuts in ((), (0,), (3,), (1, 1, 4), (8,)):
+            bounds = [0, *cuts, len(frame)]
+            parts = [frame.iloc[a:b] for a, b in itertools.pairwise(bounds)]
+            for stream, whole in ((encoders.CsvRows, encoders.write_csv),
+                                  (encoders.JsonRecords, encoders.write_json)):  # fmt: skip
+                got, want = io.BytesIO(), io.BytesIO()
+                s = stream(got, 2)
+                for part in parts:
+                    s.write(part)
+                s.close()
+                whole(frame, want, 2)
+                assert got.getvalue() == want.getvalue(), (stream.__name__, cuts, len(frame))
