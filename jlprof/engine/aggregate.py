@@ -493,13 +493,16 @@ def _group_iter(
             parts.append(part)
     if len(parts) == 1:
         keys, cols = parts[0]
-    else:
-        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
-        keys = np.concatenate([p[0] for p in parts])[order]
-        cols = {n: np.concatenate([p[1][n] for p in parts])[order] for n in _GROUP_COLS}
+    else:  # the parts' rows in key order, one column at a time
+        keys = np.concatenate([p[0] for p in parts])
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        cols = {n: np.concatenate([p[1].pop(n) for p in parts])[order] for n in _GROUP_COLS}
+    del parts
     return pd.DataFrame(
         cols,
         index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it], names=["group", "iteration"]),
+        copy=False,
     )
 
 
