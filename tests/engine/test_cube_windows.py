@@ -8,6 +8,8 @@ order changes a frame. The exports hold kernels running past iteration ends (ric
 ``long_kernel``), two processes on two GPUs, idle GPUs, unassociated work and host ranges.
 """
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,7 +55,7 @@ def test_small_windows_give_the_one_pass_frames(tmp_path, monkeypatch, rows):
         assert len(windows) > 2, path
         # consecutive ranges covering every iteration once
         assert windows[0][0] == 0 and windows[-1][1] == it.count
-        assert all(b0 == a1 for (_, b0), (a1, _) in zip(windows, windows[1:], strict=False))
+        assert all(b0 == a1 for (_, b0), (a1, _) in itertools.pairwise(windows))
         got = _frames(a)
         monkeypatch.setattr(aggregate, "WINDOW_ROWS", 1_000_000)
         for n in FRAMES:
