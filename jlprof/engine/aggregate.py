@@ -13,7 +13,9 @@ the duration breakdown) clip intervals to the iteration windows instead.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,6 +114,14 @@ def _group_stats(
             {n: pd.Series([], dtype="int64") for n in names},
             index=pd.Index([], dtype="int64", name="key"),
         )
+    k, out = _stats_arrays(key, cols, mm)
+    return pd.DataFrame(out, index=pd.Index(k, name="key"), copy=False)
+
+
+def _stats_arrays(
+    key: np.ndarray, cols: dict[str, np.ndarray], mm: set[str]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`_group_stats`' sorted unique keys and columns, for a non-empty ``key``."""
     order = np.argsort(key, kind="stable")  # timsort: fast on the nearly sorted keys we pass
     k = key[order]
     starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
@@ -124,7 +134,67 @@ def _group_stats(
             out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
         del vs
     out["calls"] = np.diff(np.append(starts, len(k)))
-    return pd.DataFrame(out, index=pd.Index(k[starts], name="key"), copy=False)
+    return k[starts], out
+
+
+def _windowed_stats(
+    windows: list[tuple[int, int]],
+    iter_of_row: np.ndarray,
+    key_cols: Callable[[np.ndarray | None], tuple[np.ndarray, dict[str, np.ndarray]]],
+    mm: set[str],
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`_stats_arrays` of an iteration-major key, one window of iterations at a time.
+
+    ``key_cols(rows)`` gives the key and columns of those rows (None: all rows). A window's
+    keys all lie above the previous window's, so the parts concatenate into the result of
+    one call over every row, without its 10M-row sort and gathered columns.
+    """
+    keys: list[np.ndarray] = []
+    parts: list[dict[str, np.ndarray]] = []
+    for a, b in windows:
+        rows = _rows_in(iter_of_row, a, b, windows)
+        if rows is not None and len(rows) == 0:
+            continue
+        key, cols = key_cols(rows)
+        k, out = _stats_arrays(np.asarray(key, dtype=np.int64), cols, mm)
+        del key, cols
+        keys.append(k)
+        parts.append(out)
+    if len(parts) == 1:
+        return keys[0], parts[0]
+    merged: dict[str, np.ndarray] = {}
+    for name in list(parts[0]):
+        merged[name] = np.concatenate([p.pop(name) for p in parts])
+    return np.concatenate(keys), merged
+
+
+# GPU rows per window of iterations: the cube's 10M-row steps run on ~1M rows at a time
+WINDOW_ROWS = 1_000_000
+
+
+def iteration_windows(gpu_iter: np.ndarray, n_it: int) -> list[tuple[int, int]]:
+    """Consecutive iteration ranges ``[a, b)`` holding about :data:`WINDOW_ROWS` GPU rows each.
+
+    An iteration is never split; a small trace is one window (the code path of no windows).
+    """
+    counts = np.bincount(np.asarray(gpu_iter, np.int64), minlength=n_it)
+    before = np.cumsum(counts) - counts  # GPU rows launched before each iteration
+    cuts = np.flatnonzero(np.diff(before // WINDOW_ROWS)) + 1
+    edges = [0, *cuts.tolist(), n_it]
+    return list(itertools.pairwise(edges))
+
+
+def _rows_in(
+    iter_of_row: np.ndarray, a: int, b: int, windows: list[tuple[int, int]]
+) -> np.ndarray | None:
+    """Rows whose iteration lies in ``[a, b)``; None (every row, no copy) for one window."""
+    if len(windows) == 1:
+        return None
+    return np.flatnonzero((iter_of_row >= a) & (iter_of_row < b))
+
+
+def _take(x: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    return x if rows is None else x[rows]
 
 
 @dataclass
@@ -158,42 +228,19 @@ class Cube:
 
 
 def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
-    """Split every figure by iteration for the given key node."""
+    """Split every figure by iteration for the given key node.
+
+    The steps over all GPU rows or instances run per window of iterations
+    (:func:`iteration_windows`) and concatenate or merge their parts: the same frames as
+    one pass, with ~1M-row temporaries instead of 10M-row ones.
+    """
     n_it = it.count
     inst_iter = it.of(c.inst["start_ns"].to_numpy(np.int64))
-    g = c.gpu
-    g_api = g["api"].to_numpy(np.int64)
-    launch_t = np.where(
-        g_api >= 0,
-        c.api["start_ns"].to_numpy(np.int64)[np.maximum(g_api, 0)] if len(c.api) else 0,
-        g["start_ns"].to_numpy(np.int64),
-    )
-    gpu_iter = it.of(launch_t) if len(g) else np.zeros(0, np.int64)
-
-    op = c.inst["op"].to_numpy(np.int64)
-    n_ops = max(len(c.ops), 1)
-    op_iter = _group_stats(
-        inst_iter * n_ops + op,  # iteration-major: instances come in time order
-        {
-            "cpu": c.inst["cpu_ns"].to_numpy(np.int64),
-            "gpu": m.gpu_ns,
-            "api": m.api_ns,
-            "overhead": m.overhead_ns,
-            "idle": m.idle_ns,
-            "tc_gpu": m.tc_gpu_ns,
-            "kernel": m.kernel_ns,
-            "n_gpu": m.n_gpu,
-        },
-        minmax=("cpu", "gpu", "overhead", "idle"),  # the detail/op-type reports' Min/Max
-    )
-    op_iter.index = pd.MultiIndex.from_arrays(
-        [op_iter.index.to_numpy() % n_ops, op_iter.index.to_numpy() // n_ops],
-        names=["op", "iteration"],
-    )
-
-    op_iter = group_major(op_iter, "op")
-    kernel_iter = group_major(_kernel_iter(c, gpu_iter, n_it), ["kernel", "op"])
-    time_iter = _time_iter(c, it)
+    gpu_iter = _launch_iter(c, it)
+    windows = iteration_windows(gpu_iter, n_it)
+    op_iter = _op_iter(c, m, inst_iter, windows)
+    kernel_iter = _kernel_iter(c, gpu_iter, n_it, windows)
+    time_iter = _time_iter(c, it, windows)
     return Cube(
         iterations=it,
         inst_iter=inst_iter,
@@ -206,36 +253,93 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations) -> Cube:
     )
 
 
-def _kernel_iter(c: Correlated, gpu_iter: np.ndarray, n_it: int) -> pd.DataFrame:
+def _launch_iter(c: Correlated, it: Iterations) -> np.ndarray:
+    """Iteration of each GPU row's launch (its API call's start; its own start without one)."""
+    g = c.gpu
+    n = len(g)
+    out = np.zeros(n, np.int64)
+    g_api = g["api"].to_numpy(np.int64)
+    g_start = g["start_ns"].to_numpy(np.int64)
+    a_start = c.api["start_ns"].to_numpy(np.int64)
+    for lo in range(0, n, WINDOW_ROWS):  # slices: no 10M-row launch-time temporaries
+        part = slice(lo, lo + WINDOW_ROWS)
+        ga = g_api[part]
+        launched = a_start[np.maximum(ga, 0)] if len(a_start) else 0
+        out[part] = it.of(np.where(ga >= 0, launched, g_start[part]))
+    return out
+
+
+def _op_iter(
+    c: Correlated, m: InstanceMetrics, inst_iter: np.ndarray, windows: list[tuple[int, int]]
+) -> pd.DataFrame:
+    """Per (op, iteration) count, sums and min/max of the instances' figures."""
+    op = c.inst["op"].to_numpy(np.int64)
+    n_ops = max(len(c.ops), 1)
+    cols = {
+        "cpu": c.inst["cpu_ns"].to_numpy(np.int64),
+        "gpu": m.gpu_ns,
+        "api": m.api_ns,
+        "overhead": m.overhead_ns,
+        "idle": m.idle_ns,
+        "tc_gpu": m.tc_gpu_ns,
+        "kernel": m.kernel_ns,
+        "n_gpu": m.n_gpu,
+    }
+    minmax = ("cpu", "gpu", "overhead", "idle")  # the detail/op-type reports' Min/Max
+    if len(op) == 0:
+        frame = _group_stats(inst_iter * n_ops + op, cols, minmax=minmax)
+        frame.index = pd.MultiIndex.from_arrays(
+            [frame.index.to_numpy() % n_ops, frame.index.to_numpy() // n_ops],
+            names=["op", "iteration"],
+        )
+        return group_major(frame, "op")
+
+    def key_cols(rows: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        # iteration-major: instances come in time order
+        key = _take(inst_iter, rows) * n_ops + _take(op, rows)
+        return key, {name: _take(v, rows) for name, v in cols.items()}
+
+    k, out = _windowed_stats(windows, inst_iter, key_cols, set(minmax))
+    index = pd.MultiIndex.from_arrays([k % n_ops, k // n_ops], names=["op", "iteration"])
+    return _group_major_columns(out, index, "op")
+
+
+def _kernel_iter(
+    c: Correlated,
+    gpu_iter: np.ndarray,
+    n_it: int,
+    windows: list[tuple[int, int]] | None = None,
+) -> pd.DataFrame:
     g = c.gpu
     if len(g) == 0:
         idx = pd.MultiIndex.from_arrays([[], [], []], names=["kernel", "op", "iteration"])
-        return pd.DataFrame(
+        empty = pd.DataFrame(
             index=idx,
             columns=["calls", "gpu_sum", "gpu_min", "gpu_max", "api_sum", "api_min", "api_max"],
             dtype="int64",
         )
-    kname = g["long_name"].cat.codes.to_numpy(np.int64)  # kernel identity: the demangled name
-    op = np.where(
-        g["inst"].to_numpy() >= 0,
-        c.inst["op"].to_numpy(np.int64)[np.maximum(g["inst"].to_numpy(), 0)],
-        NONE,
-    )
+        return group_major(empty, ["kernel", "op"])
+    codes = g["long_name"].cat.codes.to_numpy()  # kernel identity: the demangled name
+    g_inst = g["inst"].to_numpy(np.int64)
+    inst_op = c.inst["op"].to_numpy(np.int64)
+    g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
+    share = g["api_share_ns"].to_numpy(np.int64)
     n_ops = len(c.ops) + 1
-    n_k = max(int(kname.max()) + 1, 1)
-    key = (gpu_iter * n_ops + (op + 1)) * n_k + kname  # iteration-major: work is time-ordered
-    out = _group_stats(
-        key,
-        {
-            "gpu": (g["end_ns"] - g["start_ns"]).to_numpy(np.int64),
-            "api": g["api_share_ns"].to_numpy(np.int64),
-        },
-    )
-    k = out.index.to_numpy()
-    out.index = pd.MultiIndex.from_arrays(
+    n_k = max(int(codes.max()) + 1, 1)
+
+    def key_cols(rows: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        gi = _take(g_inst, rows)
+        op = np.where(gi >= 0, inst_op[np.maximum(gi, 0)], NONE)
+        kname = _take(codes, rows).astype(np.int64)
+        # iteration-major: work is time-ordered
+        key = (_take(gpu_iter, rows) * n_ops + (op + 1)) * n_k + kname
+        return key, {"gpu": _take(g_end, rows) - _take(g_start, rows), "api": _take(share, rows)}
+
+    k, out = _windowed_stats(windows or [(0, n_it)], gpu_iter, key_cols, {"gpu", "api"})
+    index = pd.MultiIndex.from_arrays(
         [k % n_k, k // n_k % n_ops - 1, k // n_k // n_ops], names=["kernel", "op", "iteration"]
     )
-    return out
+    return _group_major_columns(out, index, ["kernel", "op"])
 
 
 def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
@@ -346,6 +450,9 @@ def _factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(uniq, dtype=np.int64), inv.astype(np.int64)
 
 
+_GROUP_COLS = ["calls", "cpu", "gpu", "api", "overhead", "idle", "tc_eligible_ops", "tc_ops"]
+
+
 def _group_iter(
     c: Correlated, m: InstanceMetrics, it: Iterations, inst_iter: np.ndarray, gpu_iter: np.ndarray
 ) -> pd.DataFrame:
@@ -355,25 +462,81 @@ def _group_iter(
     and an instance adds its CPU interval only to the groups its enclosing instance is not in
     (the enclosing range on the same thread already covers that time), so the work grows with
     the instances, not with instances x depth.
+
+    Every key holds one iteration, with instances by ``inst_iter`` and GPU work by its launch
+    (``gpu_iter``): each window of iterations is computed from its own rows and the parts'
+    rows are put in key order, the same frame as one pass over all rows.
     """
-    cols = ["calls", "cpu", "gpu", "api", "overhead", "idle", "tc_eligible_ops", "tc_ops"]
     src, dst = group_edges(c)
     n_it = it.count
     if len(src) == 0:
         idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
-        return pd.DataFrame(index=idx, columns=cols, dtype="int64")
-    inst_path = c.inst["path"].to_numpy(np.int64)
-    op = c.inst["op"].to_numpy(np.int64)
+        return pd.DataFrame(index=idx, columns=_GROUP_COLS, dtype="int64")
+    windows = iteration_windows(gpu_iter, n_it)
+    lanes = _LaneTable(c)
+    pair_groups: dict[int, list[int]] = {}
+    parts = []
+    for a, b in windows:
+        part = _group_part(
+            c,
+            m,
+            n_it,
+            (src, dst),
+            inst_iter,
+            gpu_iter,
+            _rows_in(inst_iter, a, b, windows),
+            _rows_in(gpu_iter, a, b, windows),
+            lanes,
+            pair_groups,
+        )
+        if part is not None:
+            parts.append(part)
+    if len(parts) == 1:
+        keys, cols = parts[0]
+    else:  # the parts' rows in key order, one column at a time
+        keys = np.concatenate([p[0] for p in parts])
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        cols = {n: np.concatenate([p[1].pop(n) for p in parts])[order] for n in _GROUP_COLS}
+    del parts
+    return pd.DataFrame(
+        cols,
+        index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it], names=["group", "iteration"]),
+        copy=False,
+    )
+
+
+def _group_part(
+    c: Correlated,
+    m: InstanceMetrics,
+    n_it: int,
+    edges: tuple[np.ndarray, np.ndarray],
+    inst_iter: np.ndarray,
+    gpu_iter: np.ndarray,
+    ix: np.ndarray | None,
+    gx: np.ndarray | None,
+    lanes: _LaneTable,
+    pair_groups: dict[int, list[int]],
+) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+    """(sorted keys, columns) of :func:`_group_iter` from instances ``ix`` and GPU rows
+    ``gx`` (None: all), which hold every row of their keys' iterations."""
+    src, dst = edges
+    inst_path_all = c.inst["path"].to_numpy(np.int64)
+    inst_path = _take(inst_path_all, ix)
+    iit = _take(inst_iter, ix)
+    op = _take(c.inst["op"].to_numpy(np.int64), ix)
     elig = c.ops["tc_eligible"].to_numpy(bool)[op]
     par = c.paths["parent"].to_numpy(np.int64)
     leaf = np.ones(len(par), dtype=bool)
     leaf[par[par >= 0]] = False  # "No. Calls Aggregated" counts the calls of leaf nodes
-    uses = m.tc_gpu_ns > 0
+    uses = _take(m.tc_gpu_ns, ix) > 0
     # per (path, iteration) sums, then spread to the group nodes above each path
-    pk, pinv = _factorize(inst_path * n_it + inst_iter)
+    pk, pinv = _factorize(inst_path * n_it + iit)
+    if len(pk) == 0 and ix is not None:
+        return None  # a window without instances: its GPU work has no (path, iteration) pair
     per_path = {
         "calls": np.bincount(pinv, weights=leaf[inst_path], minlength=len(pk)),
-        "api": np.bincount(pinv, weights=m.api_ns, minlength=len(pk)),
+        "api": np.bincount(pinv, weights=_take(m.api_ns, ix), minlength=len(pk)),
         "elig": np.bincount(pinv, weights=elig, minlength=len(pk)),
         "tc": np.bincount(pinv, weights=elig & uses, minlength=len(pk)),
     }
@@ -383,9 +546,10 @@ def _group_iter(
     summed = {k: np.bincount(kinv, weights=v[r], minlength=nk).astype(np.int64)
               for k, v in per_path.items()}  # fmt: skip
     # CPU: each instance covers only the groups its enclosing instance does not
-    parent = c.inst["parent"].to_numpy(np.int64)
-    par_path = np.where(parent >= 0, inst_path[np.maximum(parent, 0)], -1)
-    pair_codes, pair_inv = _factorize(inst_path * (len(c.paths) + 1) + (par_path + 1))
+    parent = _take(c.inst["parent"].to_numpy(np.int64), ix)
+    par_path = np.where(parent >= 0, inst_path_all[np.maximum(parent, 0)], -1)
+    n_paths = len(c.paths) + 1
+    pair_codes, pair_inv = _factorize(inst_path * n_paths + (par_path + 1))
     order = np.argsort(src, kind="stable")
     s_sorted, d_sorted = src[order], dst[order]
 
@@ -397,57 +561,86 @@ def _group_iter(
 
     e_src, e_dst = [], []
     for code_i, pc in enumerate(pair_codes.tolist()):  # unique (path, parent path) pairs only
-        own, par = divmod(pc, len(c.paths) + 1)
-        for g in sorted(groups_of(own) - groups_of(par - 1)):
+        if pc not in pair_groups:
+            own, parp = divmod(pc, n_paths)
+            pair_groups[pc] = sorted(groups_of(own) - groups_of(parp - 1))
+        for g in pair_groups[pc]:
             e_src.append(code_i)
             e_dst.append(g)
     cr, cgrp = _explode(pair_inv, np.asarray(e_src, np.int64), np.asarray(e_dst, np.int64))
-    ckey = cgrp * n_it + inst_iter[cr]
+    ckey = cgrp * n_it + iit[cr]
     cpos = np.minimum(np.searchsorted(keys, ckey), nk - 1)
     ok = keys[cpos] == ckey
     rows, cpos = cr[ok], cpos[ok]
+    if ix is not None:
+        rows = ix[rows]
     # the exploded (instance, group) temporaries go before the union allocates its own
     del cr, cgrp, ckey, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
+    del inst_path, iit, op, elig, uses, parent
     cpu = intervals.union_length(cpos, c.inst["start_ns"].to_numpy(np.int64)[rows],
                                  c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
     del rows, cpos
     # GPU work of the subtree, flattened: merge per (path, iteration) first, then spread only
     # the merged pieces to the group nodes above (far fewer rows)
     g = c.gpu
-    gi = g["inst"].to_numpy(np.int64)
+    gi = _take(g["inst"].to_numpy(np.int64), gx)
     gsel = gi >= 0
-    g_start = g["start_ns"].to_numpy(np.int64)
-    g_end = g["end_ns"].to_numpy(np.int64)
-    gpu_pair = np.full(len(g), -1, dtype=np.int64)  # GPU work of pairs with no instance: none
-    gpu_pair[gsel] = pd.Index(pk).get_indexer(inst_path[gi[gsel]] * n_it + gpu_iter[gsel])
+    gpu_pair = np.full(len(gi), -1, dtype=np.int64)  # GPU work of pairs with no instance: none
+    gpu_pair[gsel] = pd.Index(pk).get_indexer(
+        inst_path_all[gi[gsel]] * n_it + _take(gpu_iter, gx)[gsel]
+    )
+    del gi, gsel
     gpu, first, last = _flatten_to_groups(
         gpu_pair,
-        g_start,
-        g_end,
-        g["isolated"].to_numpy(bool),
+        _take(g["start_ns"].to_numpy(np.int64), gx),
+        _take(g["end_ns"].to_numpy(np.int64), gx),
+        _take(g["isolated"].to_numpy(bool), gx),
         (r, kinv),
         len(pk),
         nk,
-        gpu_lanes(c)[0],
+        lanes.of(gx),
     )
     span = np.where(last > first, last - first, 0)
     # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on
     # one thread this equals their union; see docs/reports.md)
     api = summed["api"]
-    out = pd.DataFrame(
-        {
-            "calls": summed["calls"],
-            "cpu": cpu,
-            "gpu": gpu,
-            "api": api,
-            "overhead": np.maximum(cpu - api, 0),
-            "idle": np.maximum(span - gpu, 0),
-            "tc_eligible_ops": summed["elig"],
-            "tc_ops": summed["tc"],
-        },
-        index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it], names=["group", "iteration"]),
-    )
-    return out
+    cols = {
+        "calls": summed["calls"],
+        "cpu": cpu,
+        "gpu": gpu,
+        "api": api,
+        "overhead": np.maximum(cpu - api, 0),
+        "idle": np.maximum(span - gpu, 0),
+        "tc_eligible_ops": summed["elig"],
+        "tc_ops": summed["tc"],
+    }
+    return keys, cols
+
+
+class _LaneTable:
+    """:func:`gpu_lanes` as a table of device ids, to give the lanes of some rows only."""
+
+    def __init__(self, c: Correlated) -> None:
+        gpus = c.trace.gpus
+        self.labels = [
+            f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)
+        ]
+        known = gpus["cu_device"].to_numpy(np.int64)
+        self.dev = c.gpu["device_id"].to_numpy(np.int64)
+        seen = np.asarray(pd.unique(self.dev), dtype=np.int64)  # hashing: no 10M-row sort
+        unknown = np.setdiff1d(seen, known)  # sorted, as np.unique gave them
+        self.labels += [f"GPU {int(d)}" for d in unknown]
+        devs = np.concatenate([known, unknown]).astype(np.int64)
+        lane = np.arange(len(devs), dtype=np.int64)
+        order = np.argsort(devs, kind="stable")
+        self.devs, self.lane = devs[order], lane[order]
+
+    def of(self, rows: np.ndarray | None) -> np.ndarray:
+        """Lane of the GPU rows ``rows`` (None: all)."""
+        dev = _take(self.dev, rows)
+        if len(self.devs) == 0:
+            return np.zeros(len(dev), np.int64)
+        return self.lane[np.minimum(np.searchsorted(self.devs, dev), len(self.devs) - 1)]
 
 
 def gpu_lanes(c: Correlated) -> tuple[np.ndarray, list[str]]:
@@ -495,28 +688,22 @@ def _host_busy(c: Correlated, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 _DONE = (np.zeros(0, np.int64),) * 3
 
 
-def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
-    """Priority partition of each iteration's wall time, per lane (GPU)."""
-    lane, labels = gpu_lanes(c)
-    n_lanes = max(len(labels), 1)  # CPU-only profile: one host lane
+def _time_iter(
+    c: Correlated, it: Iterations, windows: list[tuple[int, int]] | None = None
+) -> pd.DataFrame:
+    """Priority partition of each iteration's wall time, per lane (GPU).
+
+    Each figure is a union length inside one iteration's window of time, so a window of
+    iterations is computed from the GPU rows overlapping its span alone (a row across its
+    edge goes to both windows, clipped to each).
+    """
+    lanes = _LaneTable(c)
+    n_lanes = max(len(lanes.labels), 1)  # CPU-only profile: one host lane
+    n_it = it.count
+    windows = windows or [(0, n_it)]
     g = c.gpu
     gs, ge = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
-    tc = g["uses_tc"].to_numpy(bool)
-    mem = g["is_memory"].to_numpy(bool)
-    cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    alone = g["isolated"].to_numpy(bool)
-    for sel in (tc, ~tc & ~mem, mem):
-        # work that overlaps nothing is already a flattened piece of its own
-        ml, ms, me = intervals.merge(lane[sel & ~alone], gs[sel & ~alone], ge[sel & ~alone])
-        one = sel & alone
-        cats.append(
-            (
-                np.concatenate([ml, lane[one]]),
-                np.concatenate([ms, gs[one]]),
-                np.concatenate([me, np.maximum(ge[one], gs[one])]),
-            )
-        )
-    # host categories apply to every lane: merge once, then replicate
+    # host categories apply to every lane: merge once, then replicate per window
     ops = c.ops
     is_dl = (
         ops["op_type"].astype(str).str.contains(DATALOADER)
@@ -530,34 +717,32 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
         (c.trace.osrt["start_ns"].to_numpy(np.int64), c.trace.osrt["end_ns"].to_numpy(np.int64)),
         _host_busy(c, real),
     ]
-    for s, e in host:
-        _, ms, me = intervals.merge(np.zeros(len(s), np.int64), s, e)
-        cats.append(
-            (np.repeat(np.arange(n_lanes), len(ms)), np.tile(ms, n_lanes), np.tile(me, n_lanes))
-        )
-    n_it = it.count
+    del dl, real
+    host_merged = []
+    for hs, he in host:
+        _, ms, me = intervals.merge(np.zeros(len(hs), np.int64), hs, he)
+        host_merged.append((ms, me))  # sorted and disjoint: a window's are one slice
+    del host
     ngroups = n_lanes * n_it
-    cum = np.zeros((len(cats) + 1, ngroups), dtype=np.int64)
-    acc_l: list[np.ndarray] = []
-    acc_s: list[np.ndarray] = []
-    acc_e: list[np.ndarray] = []
-    for k in range(len(cats)):
-        cl, cs, ce = cats[k]
-        cats[k] = _DONE  # each category's 10M-row pieces go once clipped, not at the end
-        row, win, ps, pe = intervals.clip_to_windows(cs, ce, it.bounds_ns)
-        del cs, ce
-        acc_l.append(cl[row] * n_it + win)
-        acc_s.append(ps)
-        acc_e.append(pe)
-        del cl, row, win, ps, pe
-        # union of categories 0..k, merged again so the arrays stay small
-        gk, sk, ek = intervals.merge(
-            np.concatenate(acc_l), np.concatenate(acc_s), np.concatenate(acc_e)
-        )
-        acc_l, acc_s, acc_e = [gk], [sk], [ek]
-        cum[k + 1] = np.bincount(
-            gk, weights=(ek - sk).astype(np.float64), minlength=ngroups
-        ).astype(np.int64)
+    cum = np.zeros((len(CATEGORIES) + 1, ngroups), dtype=np.int64)
+    for a, b in windows:
+        lo, hi = int(it.bounds_ns[a]), int(it.bounds_ns[b])
+        rows = None if len(windows) == 1 else np.flatnonzero((gs < hi) & (ge > lo))
+        cats = _gpu_categories(g, rows, lanes.of(rows))
+        for ms, me in host_merged:
+            i0, i1 = (0, len(ms)) if rows is None else (
+                int(np.searchsorted(me, lo, side="right")), int(np.searchsorted(ms, hi))
+            )  # fmt: skip
+            ms_w, me_w = ms[i0:i1], me[i0:i1]
+            cats.append(
+                (
+                    np.repeat(np.arange(n_lanes), len(ms_w)),
+                    np.tile(ms_w, n_lanes),
+                    np.tile(me_w, n_lanes),
+                )
+            )
+        del rows
+        _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum)
     parts = np.diff(cum, axis=0)
     wall = np.tile(it.durations_ns(), n_lanes)
     out = pd.DataFrame({name: parts[i] for i, name in enumerate(CATEGORIES)})
@@ -569,6 +754,63 @@ def _time_iter(c: Correlated, it: Iterations) -> pd.DataFrame:
         names=["lane", "iteration"],
     )
     return out
+
+
+def _gpu_categories(
+    g: pd.DataFrame, rows: np.ndarray | None, lane: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Flattened pieces (lane, start, end) of the Tensor Core, other kernel and memory work of
+    the GPU rows ``rows`` (None: all)."""
+    gs = _take(g["start_ns"].to_numpy(np.int64), rows)
+    ge = _take(g["end_ns"].to_numpy(np.int64), rows)
+    tc = _take(g["uses_tc"].to_numpy(bool), rows)
+    mem = _take(g["is_memory"].to_numpy(bool), rows)
+    alone = _take(g["isolated"].to_numpy(bool), rows)
+    cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for sel in (tc, ~tc & ~mem, mem):
+        # work that overlaps nothing is already a flattened piece of its own
+        ml, ms, me = intervals.merge(lane[sel & ~alone], gs[sel & ~alone], ge[sel & ~alone])
+        one = sel & alone
+        cats.append(
+            (
+                np.concatenate([ml, lane[one]]),
+                np.concatenate([ms, gs[one]]),
+                np.concatenate([me, np.maximum(ge[one], gs[one])]),
+            )
+        )
+    return cats
+
+
+def _cumulative_union(
+    cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    bounds: np.ndarray,
+    it0: int,
+    n_it: int,
+    cum: np.ndarray,
+) -> None:
+    """Add to ``cum[k + 1]`` the union length of categories 0..k per (lane, iteration), for
+    the iterations ``it0 ..`` whose edges are ``bounds`` (pieces clipped to them)."""
+    ngroups = cum.shape[1]
+    acc_l: list[np.ndarray] = []
+    acc_s: list[np.ndarray] = []
+    acc_e: list[np.ndarray] = []
+    for k in range(len(cats)):
+        cl, cs, ce = cats[k]
+        cats[k] = _DONE  # each category's pieces go once clipped, not at the end
+        row, win, ps, pe = intervals.clip_to_windows(cs, ce, bounds)
+        del cs, ce
+        acc_l.append(cl[row] * n_it + (win + it0))
+        acc_s.append(ps)
+        acc_e.append(pe)
+        del cl, row, win, ps, pe
+        # union of categories 0..k, merged again so the arrays stay small
+        gk, sk, ek = intervals.merge(
+            np.concatenate(acc_l), np.concatenate(acc_s), np.concatenate(acc_e)
+        )
+        acc_l, acc_s, acc_e = [gk], [sk], [ek]
+        cum[k + 1] += np.bincount(
+            gk, weights=(ek - sk).astype(np.float64), minlength=ngroups
+        ).astype(np.int64)
 
 
 def _agg_of(col: str) -> str:
@@ -678,6 +920,28 @@ def group_major(frame: pd.DataFrame, level: str | list[str]) -> pd.DataFrame:
     combine() does not sort again.
     """
     return _laid_out(frame, level)[0]
+
+
+def _group_major_columns(
+    cols: dict[str, np.ndarray], index: pd.MultiIndex, level: str | list[str]
+) -> pd.DataFrame:
+    """``group_major(pd.DataFrame(cols, index=index), level)``, reordering one column at a
+    time (each replaced in ``cols`` as it goes) instead of copying the whole frame at once."""
+    groups, key, span, it0, order = _group_order(pd.DataFrame(index=index), level)
+    if order is not None:
+        index = index.take(order)
+        for name in list(cols):
+            cols[name] = cols[name][order]
+    frame = pd.DataFrame(cols, index=index, copy=False)
+    del cols
+    lay_cols = {}
+    for col in frame.columns:
+        v = frame[col].to_numpy()
+        lay_cols[col] = v.astype(np.int64) if v.dtype == bool else v
+    frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = _Layout(
+        groups, key, span, it0, lay_cols
+    )
+    return frame
 
 
 def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd.DataFrame:

@@ -1,0 +1,93 @@
+"""The cube built per window of iterations equals the cube built in one pass.
+
+``build_cube`` runs its 10M-row steps per window of iterations (``WINDOW_ROWS`` GPU rows
+each) and merges the parts. With tiny windows (1 and 7 rows: an edge between nearly every
+iteration), every frame must equal the one-window build exactly: a GPU interval across a
+window edge lost or counted twice, a (group, iteration) key split, or a part put out of
+order changes a frame. The exports hold kernels running past iteration ends (rich_db's
+``long_kernel``), two processes on two GPUs, idle GPUs, unassociated work and host ranges.
+"""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jlprof.engine import aggregate
+from jlprof.engine.aggregate import build_cube, combine, iteration_windows
+from jlprof.engine.analysis import Analysis
+from jlprof.engine.read import read_trace
+from tests.fixtures.loops import small_training_export
+from tests.fixtures.scenarios import KEY_NODE, real_data_dir, rich_db
+
+from .frames import call, kernel, make_trace, rng
+
+FRAMES = ("time_iter", "op_iter", "kernel_iter", "group_iter")
+
+
+def _exports(tmp_path):
+    yield rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE
+    yield small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"
+    two_gpus = real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu"
+    for path in sorted(two_gpus.glob("*.sqlite")):
+        yield path, "aten::add"  # 2 processes, 2 GPUs
+
+
+def _frames(a: Analysis) -> dict:
+    cube = build_cube(a.correlated, a.metrics, a.cube.iterations)
+    out = {n: getattr(cube, n) for n in FRAMES}
+    out["inst_iter"], out["gpu_iter"] = cube.inst_iter, cube.gpu_iter
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 7])
+def test_small_windows_give_the_one_pass_frames(tmp_path, monkeypatch, rows):
+    checked = 0
+    for path, key in _exports(tmp_path):
+        a = Analysis(read_trace(path), key_node=key)
+        it = a.cube.iterations
+        assert it.count > 2, path  # the key node splits the trace
+        one = _frames(a)
+        assert len(iteration_windows(one["gpu_iter"], it.count)) == 1
+        monkeypatch.setattr(aggregate, "WINDOW_ROWS", rows)
+        windows = iteration_windows(one["gpu_iter"], it.count)
+        assert len(windows) > 2, path
+        # consecutive ranges covering every iteration once
+        assert windows[0][0] == 0 and windows[-1][1] == it.count
+        assert all(b0 == a1 for (_, b0), (a1, _) in itertools.pairwise(windows))
+        got = _frames(a)
+        monkeypatch.setattr(aggregate, "WINDOW_ROWS", 1_000_000)
+        for n in FRAMES:
+            pd.testing.assert_frame_equal(got[n], one[n], check_exact=True, obj=f"{path} {n}")
+        for n in ("inst_iter", "gpu_iter"):
+            assert np.array_equal(got[n], one[n]), (path, n)
+        # the layouts the windowed build caches answer range queries like the one-pass ones
+        lo, hi = 1, it.count - 2
+        pd.testing.assert_frame_equal(
+            combine(got["op_iter"], "op", lo, hi), combine(one["op_iter"], "op", lo, hi)
+        )
+        pd.testing.assert_frame_equal(
+            combine(got["kernel_iter"], ["kernel", "op"], lo, hi),
+            combine(one["kernel_iter"], ["kernel", "op"], lo, hi),
+        )
+        assert one["time_iter"]["gpu_busy"].sum() > 0
+        checked += 1
+    assert checked == 3
+
+
+def test_a_kernel_across_window_edges_is_clipped_into_each_iteration(monkeypatch):
+    # iterations [5, 100), [100, 200), [200, 600): a kernel from 50 to 500 crosses both edges
+    t = make_trace(
+        gpu=[kernel(50, 500, 1), kernel(120, 130, 2), kernel(250, 260, 3)],
+        api=[call(10, 20, 1), call(110, 115, 2), call(210, 215, 3)],
+        nvtx=[rng("fwd", 5, 30), rng("global_step", 90, 100), rng("fwd", 105, 190),
+              rng("global_step", 195, 200), rng("fwd", 205, 600)],
+    )  # fmt: skip
+    a = Analysis(t, key_node="global_step")
+    monkeypatch.setattr(aggregate, "WINDOW_ROWS", 1)
+    cube = build_cube(a.correlated, a.metrics, a.cube.iterations)
+    assert len(iteration_windows(cube.gpu_iter, 3)) == 3
+    assert a.cube.iterations.bounds_ns.tolist() == [5, 100, 200, 600]
+    busy = cube.time_iter["gpu_busy"].to_numpy()
+    assert busy[:3].tolist() == [50, 100, 300]  # 50..100, 100..200, 200..500
