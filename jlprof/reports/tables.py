@@ -246,7 +246,7 @@ def iteration(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     Rows in (iteration, GPU start) order. The order is found first and every column is
     gathered once in it (no second 1M-row copy); the whole range in order takes no copy.
     """
-    return _iteration_rows(p, _iteration_order(p, lo, hi))
+    return _iteration_rows(p, _iteration_order(p, lo, hi), _inst_op(p))
 
 
 #: rows per part of a streamed iteration report (a multiple of the encoders' batch)
@@ -262,9 +262,16 @@ def iteration_parts(
     rows = rows or ITERATION_PART_ROWS
     order = _iteration_order(p, lo, hi)
     n = order.stop if isinstance(order, slice) else len(order)
+    inst_op = _inst_op(p)  # once, not per part: a part touches only its own rows
     for a in range(0, max(n, 1), rows):
         b = min(a + rows, n)
-        yield _iteration_rows(p, slice(a, b) if isinstance(order, slice) else order[a:b])
+        part = slice(a, b) if isinstance(order, slice) else order[a:b]
+        yield _iteration_rows(p, part, inst_op)
+
+
+def _inst_op(p: Analysis) -> np.ndarray:
+    """Each op instance's op row, int32 (what every op column of a row gathers through)."""
+    return p.correlated.inst["op"].to_numpy(np.int64).astype(np.int32)
 
 
 def _iteration_order(p: Analysis, lo: int, hi: int) -> slice | np.ndarray:
@@ -277,9 +284,10 @@ def _iteration_order(p: Analysis, lo: int, hi: int) -> slice | np.ndarray:
     return _in_order(it, start, lo, hi)
 
 
-def _iteration_rows(p: Analysis, rows: slice | np.ndarray) -> pd.DataFrame:
+def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) -> pd.DataFrame:
     """The iteration report's rows ``rows`` (of :func:`_iteration_order`): a slice gathers
-    nothing (views), positions gather each column once."""
+    nothing (views), positions gather each column once. Nothing here is as long as the
+    trace: a part of a 10M-row report costs its own rows only."""
     c = p.correlated
     g = c.gpu
     it = p.cube.gpu_iter
@@ -297,7 +305,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray) -> pd.DataFrame:
     n = len(inst)
     # each row's op, len(ops) for none: one int32 array that every op column gathers from
     # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
-    op = c.inst["op"].to_numpy(np.int64).astype(np.int32)[np.maximum(inst, 0)]
+    op = inst_op[np.maximum(inst, 0)]
     op[inst < 0] = len(ops)
     del inst
 
@@ -312,12 +320,15 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray) -> pd.DataFrame:
     no_api = api < 0
     api = np.maximum(api, 0)  # both API columns gather with it, then blank the rows without
     a_start = c.api["start_ns"].to_numpy(np.int64)
-    a_dur = (c.api["end_ns"] - c.api["start_ns"]).to_numpy(np.int64)
+    a_end = c.api["end_ns"].to_numpy(np.int64)
 
     def per_call(values: np.ndarray, none: int) -> np.ndarray:
         out = values[api] if len(values) else np.zeros(len(api), np.int64)
         out[no_api] = none
         return out
+
+    call_start = per_call(a_start, -1)
+    call_ns = per_call(a_end, 0) - np.where(no_api, 0, call_start)  # 0 where no call
 
     blank = take_categorical(np.zeros(0, object), np.full(n, -1))
     g_start = col(g["start_ns"].to_numpy(np.int64))
@@ -335,8 +346,8 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray) -> pd.DataFrame:
             "Device ID": col(g["device_id"].to_numpy()),
             "GPU Start Time (ns)": g_start,
             "GPU Time (ns)": col(g["end_ns"].to_numpy(np.int64)) - g_start,
-            "API Call Start (ns)": per_call(a_start, -1),
-            "API Call Time (ns)": per_call(a_dur, 0),
+            "API Call Start (ns)": call_start,
+            "API Call Time (ns)": call_ns,
             "Uses TC": col(g["uses_tc"].to_numpy(bool)),
             "Grid X": col(g["grid_x"].to_numpy()),
             "Grid Y": col(g["grid_y"].to_numpy()),
