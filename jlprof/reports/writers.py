@@ -159,12 +159,13 @@ def _write_streamed(p: Analysis, todo: dict[str, Path], say: Callable[[str], Non
     not the 10M-row frame. Every file whole or not at all: an error leaves none of them."""
     from contextlib import ExitStack
 
+    from jlprof.engine.memory import heavy_stage
     from jlprof.reports import tables
 
     lo, hi = p.range_of(None, None)
     for fmt in todo:
         say(f"writing iteration.{fmt}")
-    with ExitStack() as files:
+    with ExitStack() as files, heavy_stage():
         streams = [
             STREAMS[fmt](files.enter_context(outputs.written_file(t, background=fmt != "parquet")))
             for fmt, t in todo.items()
