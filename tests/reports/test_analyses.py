@@ -446,3 +446,22 @@ def test_conv_output_size_from_pyprof_args():
     assert b == 2 * (2 * 8 * 32 * 32 + 16 * 4 * 25 + out)
     assert fl.conv_params("aten::conv2d, seq = 3") == ""  # emit_nvtx: no values recorded
     assert "'padding': 'same'" in fl.conv_params(text.replace("'value': (1, 1)", "'value': 'same'"))
+
+
+def test_busy_time_per_device_in_slices_is_the_exact_group_sum():
+    """The roofline's GPU (the busiest device) from 1M-row slices: the same integer sums as a
+    group-by over all rows, whatever the slice size; a tie goes to the lowest device ID."""
+    from jlprof.reports import roofline
+
+    rng = np.random.default_rng(7)
+    n = 10_007
+    dev = rng.choice([3, 0, 1], n)
+    start = rng.integers(0, 10**12, n)
+    end = start + rng.integers(0, 10**9, n)
+    want = pd.Series(end - start).groupby(dev).sum().to_dict()
+    for rows in (1, 97, n, 2 * n):
+        got = roofline._busy_ns_per_device(dev, start, end, rows)
+        assert got == {int(k): int(v) for k, v in want.items()}
+    tie = roofline._busy_ns_per_device(np.array([5, 2]), np.array([0, 0]), np.array([4, 4]))
+    assert roofline._busiest(tie) == 2
+    assert roofline._busiest({**tie, 9: 5}) == 9

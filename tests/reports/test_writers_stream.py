@@ -183,3 +183,28 @@ def test_streams_of_any_cut_write_the_whole_frames_bytes():
                 s.close()
                 whole(frame, want, 2)
                 assert got.getvalue() == want.getvalue(), (stream.__name__, cuts, len(frame))
+
+
+def test_ordered_pieces_are_the_global_order_in_whole_iterations():
+    """Rows not stored in (iteration, start) order: the pieces, each sorted on its own, joined
+    are the one global sort; a piece holds whole iterations, at most ``rows`` rows unless one
+    iteration alone has more; rows outside lo..hi appear nowhere."""
+    import numpy as np
+
+    from jlprof.reports import tables
+
+    rng = np.random.default_rng(3)
+    n = 5_000
+    it = rng.integers(-1, 40, n)
+    it[rng.random(n) < 0.3] = 7  # one iteration bigger than a piece
+    start = rng.integers(0, 50, n)  # ties: kept in stored order, as the global sort keeps them
+    for lo, hi, rows in ((0, 39, 100), (3, 30, 1), (0, 39, 10**6), (12, 12, 5)):
+        pieces = list(tables._ordered_pieces(it, start, lo, hi, rows))
+        joined = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+        assert np.array_equal(joined, tables._in_order(it, start, lo, hi))
+        seen: set[int] = set()
+        for piece in pieces:
+            its = set(it[piece].tolist())
+            assert not its & seen  # an iteration never spans two pieces
+            seen |= its
+            assert len(piece) <= rows or len(its) == 1
