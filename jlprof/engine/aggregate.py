@@ -173,15 +173,23 @@ WINDOW_ROWS = 1_000_000
 
 
 def iteration_windows(gpu_iter: np.ndarray, n_it: int) -> list[tuple[int, int]]:
-    """Consecutive iteration ranges ``[a, b)`` holding about :data:`WINDOW_ROWS` GPU rows each.
+    """Consecutive iteration ranges ``[a, b)`` holding at most :data:`WINDOW_ROWS` GPU rows
+    each (:func:`row_windows`); a small trace is one window (the code path of no windows)."""
+    return row_windows(np.bincount(np.asarray(gpu_iter, np.int64), minlength=n_it), WINDOW_ROWS)
 
-    An iteration is never split; a small trace is one window (the code path of no windows).
-    """
-    counts = np.bincount(np.asarray(gpu_iter, np.int64), minlength=n_it)
-    before = np.cumsum(counts) - counts  # GPU rows launched before each iteration
-    cuts = np.flatnonzero(np.diff(before // WINDOW_ROWS)) + 1
-    edges = [0, *cuts.tolist(), n_it]
-    return list(itertools.pairwise(edges))
+
+def row_windows(counts: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """Consecutive ranges ``[a, b)`` of iterations covering all of ``counts`` (rows per
+    iteration), each holding at most ``rows`` rows, or one iteration that alone holds more:
+    an iteration is never split. The cube's windows and the iteration report's parts."""
+    ends = np.cumsum(counts)
+    edges = [0]
+    while edges[-1] < len(counts):
+        first = edges[-1]
+        done = int(ends[first - 1]) if first else 0
+        fit = int(np.searchsorted(ends, done + rows, side="right"))  # iterations that fit
+        edges.append(max(fit, first + 1))
+    return list(itertools.pairwise(edges)) or [(0, len(counts))]
 
 
 def _rows_in(

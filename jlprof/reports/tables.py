@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import CATEGORIES, combine
+from jlprof.engine.aggregate import CATEGORIES, combine, row_windows
 from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
 from jlprof.engine.outliers import steady
 from jlprof.reports.roofline import roofline_columns
@@ -272,18 +272,17 @@ def iteration_parts(
         for a in range(0, max(n, 1), rows):
             yield _iteration_rows(p, slice(a, min(a + rows, n)), inst_op)
         return
-    held: list[np.ndarray] = []
-    count = 0
+    rest = np.zeros(0, np.int64)  # rows of the pieces so far not yet in a part
+    yielded = False
     for piece in _ordered_pieces(it, start, lo, hi, rows):
-        held.append(piece)
-        count += len(piece)
-        while count >= rows:  # cut exactly at ``rows``: the parts of the one global order
-            joined = np.concatenate(held)
-            yield _iteration_rows(p, joined[:rows], inst_op)
-            held, count = [joined[rows:]], count - rows
-            del joined
-    if count or not held:
-        yield _iteration_rows(p, np.concatenate(held) if held else np.zeros(0, np.int64), inst_op)
+        rest = np.concatenate([rest, piece])
+        full = len(rest) // rows * rows  # cut exactly at ``rows``: parts of the one global order
+        for a in range(0, full, rows):
+            yield _iteration_rows(p, rest[a : a + rows], inst_op)
+            yielded = True
+        rest = rest[full:]
+    if len(rest) or not yielded:
+        yield _iteration_rows(p, rest, inst_op)
 
 
 def _ordered_pieces(
@@ -297,16 +296,9 @@ def _ordered_pieces(
         k = it[a : a + (1 << 20)]
         k = k[(k >= lo) & (k <= hi)]
         counts += np.bincount(k - lo, minlength=hi - lo + 1)
-    ends = np.cumsum(counts)
-    first = lo
-    while first <= hi:
-        done = ends[first - lo - 1] if first > lo else 0
-        # the last iteration whose rows still fit, and at least one iteration
-        last = max(int(np.searchsorted(ends, done + rows, side="right")) - 1 + lo, first)
-        last = min(last, hi)
-        if ends[last - lo] > done:
-            yield _in_order(it, start, first, last)
-        first = last + 1
+    for a, b in row_windows(counts, rows):
+        if counts[a:b].any():
+            yield _in_order(it, start, lo + a, lo + b - 1)
 
 
 def _inst_op(p: Analysis) -> np.ndarray:
