@@ -3,7 +3,8 @@
 ``python bench/stage_rss.py JLPROF-ARGS...`` runs ``jlprof.cli.main(ARGS)`` with a thread
 polling /proc/self/status (VmRSS) every 0.1 s, and VmHWM reset at each stage start
 (``/proc/self/clear_refs``) for the exact peak, and prints, at each stage change, the stage
-that ended, its wall time, its peak RSS and the RSS when it ended. Stages are the CLI's
+that ended, its wall time, its peak RSS and the RSS when it ended, and the process's user and
+system CPU time and minor page faults in it (all threads: the database's writer too). Stages are the CLI's
 progress names plus the cube's parts (``build_cube``, ``_time_iter``, ``_group_iter``),
 marked by wrapping those functions. Run it with the tree to measure first on PYTHONPATH.
 """
@@ -11,6 +12,7 @@ marked by wrapping those functions. Run it with the tree to measure first on PYT
 from __future__ import annotations
 
 import functools
+import resource
 import sys
 import threading
 import time
@@ -43,6 +45,7 @@ class _Stages:
         self.lock = threading.Lock()
         self.rows: list[tuple[str, float, int, int]] = []
         self.hwm = _reset_hwm()
+        self.usage = resource.getrusage(resource.RUSAGE_SELF)
 
     def poll(self) -> None:
         with self.lock:
@@ -55,7 +58,11 @@ class _Stages:
             row = (self.name, now - self.t, self.peak, rss)
             self.rows.append(row)
             gb = f"peak {row[2] / 1e6:.2f} GB, after {row[3] / 1e6:.2f} GB"
-            print(f"[stage_rss {now - self.t0:7.2f}s] end {row[0]!r}: {row[1]:.2f} s, {gb}",
+            u0, self.usage = self.usage, resource.getrusage(resource.RUSAGE_SELF)
+            cpu = (f"user {self.usage.ru_utime - u0.ru_utime:.2f} s, "
+                   f"sys {self.usage.ru_stime - u0.ru_stime:.2f} s, "
+                   f"{self.usage.ru_minflt - u0.ru_minflt} faults")  # fmt: skip
+            print(f"[stage_rss {now - self.t0:7.2f}s] end {row[0]!r}: {row[1]:.2f} s, {gb}, {cpu}",
                   flush=True)  # fmt: skip
             self.name, self.t, self.peak = name, now, rss
             self.hwm = _reset_hwm()

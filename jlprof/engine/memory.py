@@ -28,11 +28,13 @@ import numpy as np
 # mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_MMAP_MAX = -4
 # glibc's dynamic mmap threshold grows to at most 32 MB, the most mallopt accepts on 64-bit;
 # it trims the heap top when more than twice that is free
 _MMAP_MAX = 32 * 1024 * 1024
 _STAGE_TRIM = 2**31 - 1  # an int: never trim the heap top within a stage
 _GLIBC_DEFAULT = 128 * 1024  # both thresholds' glibc default (malloc.h, DEFAULT_MMAP_THRESHOLD_MIN)
+_GLIBC_MMAP_MAX = 65536  # glibc's default number of mmap'd blocks (malloc.c, DEFAULT_MMAP_MAX)
 _lock = threading.Lock()
 _depth = 0
 
@@ -87,17 +89,22 @@ def small_pages() -> Iterator[None]:
         setter(previous)
 
 
-def _host_setting(env: str) -> int:
-    """The process's own threshold: its ``MALLOC_*_`` variable as glibc read it, or glibc's."""
+def _host_setting(env: str, default: int = _GLIBC_DEFAULT) -> int:
+    """The process's own setting: its ``MALLOC_*_`` variable as glibc read it, or glibc's."""
     try:
-        return int(os.environ.get(env, _GLIBC_DEFAULT))
+        return int(os.environ.get(env, default))
     except ValueError:
-        return _GLIBC_DEFAULT
+        return default
 
 
 @contextmanager
 def heavy_stage() -> Iterator[None]:
     """Within the block, big arrays reuse freed heap memory; after it, give memory back.
+
+    Blocks of any size come from the heap, not only those under glibc's largest mmap
+    threshold (32 MB, a 4M-row int64 column): at 10M kernels every temporary column is
+    80 MB, and as fresh mmaps they faulted 3.4M pages in and took 8.5 s of system time in
+    the analysis alone (BENCHMARKS.md, 2026-11-25).
 
     Nests: only the outermost block changes the allocator's thresholds, and on leaving restores
     them and trims. glibc then keeps these values fixed (a ``mallopt`` switches off its dynamic
@@ -113,6 +120,7 @@ def heavy_stage() -> Iterator[None]:
         _depth += 1
         if _depth == 1:
             libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX)
+            libc.mallopt(_M_MMAP_MAX, 0)  # no block is an mmap of its own, whatever its size
             libc.mallopt(_M_TRIM_THRESHOLD, _STAGE_TRIM)
     try:
         with small_pages():
@@ -123,4 +131,5 @@ def heavy_stage() -> Iterator[None]:
             if _depth == 0:
                 libc.malloc_trim(0)
                 libc.mallopt(_M_MMAP_THRESHOLD, _host_setting("MALLOC_MMAP_THRESHOLD_"))
+                libc.mallopt(_M_MMAP_MAX, _host_setting("MALLOC_MMAP_MAX_", _GLIBC_MMAP_MAX))
                 libc.mallopt(_M_TRIM_THRESHOLD, _host_setting("MALLOC_TRIM_THRESHOLD_"))

@@ -35,6 +35,22 @@ def test_freed_arrays_stay_for_reuse_inside_and_go_back_after():
     assert inside - after > mb * 1024 // 2  # the outermost exit trimmed the free heap
 
 
+@linux_glibc
+def test_blocks_above_glibcs_largest_mmap_threshold_are_reused_too():
+    mb = 80  # a 10M-row int64 column: above the 32 MB most mallopt allows as threshold
+    with memory.heavy_stage():
+        keep = np.ones(2**20)  # noqa: F841 - something live below the blocks
+        a = np.ones(mb * 2**20 // 8)
+        b = np.ones(mb * 2**20 // 8)  # keeps the first block off the heap top
+        del a
+        inside = _rss_kb()
+        c = np.ones(mb * 2**20 // 8)  # the freed block again, not a fresh mmap to fault in
+        assert _rss_kb() - inside < mb * 1024 // 2
+        del b, c
+    after = _rss_kb()
+    assert inside - after > mb * 1024 // 2  # given back when the outermost stage ends
+
+
 def test_stages_nest_and_survive_errors():
     with pytest.raises(RuntimeError), memory.heavy_stage():
         with memory.heavy_stage():
@@ -87,16 +103,24 @@ def test_the_host_allocator_settings_come_back_after_the_outermost_stage(monkeyp
     monkeypatch.setattr(memory, "_libc", lambda: fake)
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_MMAP_MAX_", "1000")
     with memory.heavy_stage():
         with memory.heavy_stage():
             pass
         inside = list(fake.calls)
     assert inside == [
         ("mallopt", memory._M_MMAP_THRESHOLD, memory._MMAP_MAX),
+        ("mallopt", memory._M_MMAP_MAX, 0),  # no block of any size is an mmap of its own
         ("mallopt", memory._M_TRIM_THRESHOLD, memory._STAGE_TRIM),
     ]  # the nested stage changed nothing
     assert fake.calls[len(inside) :] == [
         ("trim", 0),
         ("mallopt", memory._M_MMAP_THRESHOLD, 65536),  # the process's own setting
+        ("mallopt", memory._M_MMAP_MAX, 1000),  # the process's own setting
         ("mallopt", memory._M_TRIM_THRESHOLD, 128 * 1024),  # glibc's default
     ]
+    monkeypatch.delenv("MALLOC_MMAP_MAX_")
+    fake.calls.clear()
+    with memory.heavy_stage():
+        pass
+    assert ("mallopt", memory._M_MMAP_MAX, 65536) in fake.calls  # glibc's default
