@@ -4,9 +4,10 @@
 polling /proc/self/status (VmRSS) every 0.1 s, and VmHWM reset at each stage start
 (``/proc/self/clear_refs``) for the exact peak, and prints, at each stage change, the stage
 that ended, its wall time, its peak RSS and the RSS when it ended, and the process's user and
-system CPU time and minor page faults in it (all threads: the database's writer too). Stages are the CLI's
-progress names plus the cube's parts (``build_cube``, ``_time_iter``, ``_group_iter``),
-marked by wrapping those functions. Run it with the tree to measure first on PYTHONPATH.
+system CPU time and minor page faults in it (all threads: the database's writer too).
+Stages are the CLI's progress names plus the cube's parts (``build_cube``, ``_time_iter``,
+``_group_iter``), marked by wrapping those functions. Run it with the tree to measure first
+on PYTHONPATH.
 """
 
 from __future__ import annotations
