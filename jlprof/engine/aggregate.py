@@ -151,8 +151,7 @@ def _windowed_stats(
     """
     keys: list[np.ndarray] = []
     parts: list[dict[str, np.ndarray]] = []
-    for a, b in windows:
-        rows = _rows_in(iter_of_row, a, b, windows)
+    for rows in _window_rows(iter_of_row, windows):
         if rows is not None and len(rows) == 0:
             continue
         key, cols = key_cols(rows)
@@ -192,13 +191,21 @@ def row_windows(counts: np.ndarray, rows: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(edges)) or [(0, len(counts))]
 
 
-def _rows_in(
-    iter_of_row: np.ndarray, a: int, b: int, windows: list[tuple[int, int]]
-) -> np.ndarray | None:
-    """Rows whose iteration lies in ``[a, b)``; None (every row, no copy) for one window."""
+def _window_rows(
+    iter_of_row: np.ndarray, windows: list[tuple[int, int]]
+) -> list[np.ndarray | None]:
+    """Per window ``[a, b)``, the rows whose iteration lies in it, in row order; ``[None]``
+    (every row, no copy) for one window. One stable sort by window for all of them, not a
+    scan of every row per window (10M rows, 11 windows: 0.85 s of the cube)."""
     if len(windows) == 1:
-        return None
-    return np.flatnonzero((iter_of_row >= a) & (iter_of_row < b))
+        return [None]
+    starts = np.array([a for a, _ in windows] + [windows[-1][1]], np.int64)
+    win = np.searchsorted(starts, iter_of_row, side="right") - 1  # -1 / len: outside all
+    win = win.astype(np.int16 if len(starts) < 1 << 15 else np.int32)  # radix-sorted
+    order = np.argsort(win, kind="stable")
+    ends = np.cumsum(np.bincount(win + 1, minlength=len(starts) + 1))
+    del win
+    return [order[ends[w] : ends[w + 1]] for w in range(len(windows))]
 
 
 def _take(x: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
@@ -484,7 +491,8 @@ def _group_iter(
     lanes = _LaneTable(c)
     pair_groups: dict[int, list[int]] = {}
     parts = []
-    for a, b in windows:
+    inst_rows, gpu_rows = _window_rows(inst_iter, windows), _window_rows(gpu_iter, windows)
+    for w in range(len(windows)):
         part = _group_part(
             c,
             m,
@@ -492,8 +500,8 @@ def _group_iter(
             (src, dst),
             inst_iter,
             gpu_iter,
-            _rows_in(inst_iter, a, b, windows),
-            _rows_in(gpu_iter, a, b, windows),
+            inst_rows[w],
+            gpu_rows[w],
             lanes,
             pair_groups,
         )

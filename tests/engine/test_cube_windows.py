@@ -91,3 +91,19 @@ def test_a_kernel_across_window_edges_is_clipped_into_each_iteration(monkeypatch
     assert a.cube.iterations.bounds_ns.tolist() == [5, 100, 200, 600]
     busy = cube.time_iter["gpu_busy"].to_numpy()
     assert busy[:3].tolist() == [50, 100, 300]  # 50..100, 100..200, 200..500
+
+
+@pytest.mark.parametrize("n_it", [1, 3, 40])
+def test_window_rows_are_each_windows_rows_in_row_order(n_it):
+    """One sort for every window gives what a scan per window gives, rows outside every
+    window (before the first iteration, past the last) in none."""
+    it = np.random.default_rng(n_it).integers(-2, n_it + 2, size=2000)
+    for rows in (1, 50, 400):
+        windows = aggregate.row_windows(np.bincount(np.clip(it, 0, n_it - 1)), rows)
+        got = aggregate._window_rows(it, windows)
+        if len(windows) == 1:
+            assert got == [None]
+            continue
+        assert len(got) == len(windows)
+        for (a, b), g in zip(windows, got, strict=True):
+            np.testing.assert_array_equal(g, np.flatnonzero((it >= a) & (it < b)))
