@@ -75,8 +75,24 @@ class _Keys:
 
 
 def _range_order(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Ranges in (lane, start, -end) order: containers before what they contain."""
-    return np.lexsort((-end, start, lane))
+    """Ranges in (lane, start, -end) order: containers before what they contain.
+
+    Equal to ``np.lexsort((-end, start, lane))`` (ties keep row order) but one stable sort
+    of a (lane, start) key, fast on ranges that arrive in time order; only rows that share
+    a lane and start are then sorted by ``-end``.
+    """
+    if len(lane) == 0:
+        return np.zeros(0, dtype=np.int64)
+    keys = _Keys(int(lane.max()) + 2, start)
+    key = keys(lane + 1, start)  # lanes may be NONE: shift them to >= 0
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    tie = np.flatnonzero(k[1:] == k[:-1])
+    if len(tie):  # rows sharing (lane, start): longest first, then row order (stable)
+        pos = np.union1d(tie, tie + 1)
+        rows = order[pos]
+        order[pos] = rows[np.lexsort((-end[rows], k[pos]))]
+    return order
 
 
 def _nest(
@@ -89,6 +105,9 @@ def _nest(
     "previous greater-or-equal" pointer, found by pointer jumping: every range skips over
     ranges known to end before it. Unlike a stack walk this stays right when start/end
     ranges cross (A=[0,100], B=[50,150]: B has no parent, C=[110,120] gets B).
+    Most ranges need no jump: the range just before contains them (first children), or
+    none before in their lane ends as late (roots, found from the running maximum end;
+    without that their chains through all earlier roots took 20+ passes at 10M ranges).
     """
     n = len(lane)
     parent = np.full(n, NONE, dtype=np.int64)
@@ -96,16 +115,26 @@ def _nest(
         return parent
     order = _range_order(lane, start, end) if order is None else order
     L, E = lane[order], end[order]
-    cand = np.arange(-1, n - 1, dtype=np.int64)
-    cand[1:][L[1:] != L[:-1]] = NONE
-    cand[0] = NONE
-    # invariant: every position strictly between cand[p] and p ends before E[p]
-    act = np.flatnonzero(cand >= 0)
+    same_lane = L[1:] == L[:-1]
+    # running maximum end within each lane: one cummax of (lane run, end) keys
+    keys = _Keys(int(np.count_nonzero(~same_lane)) + 1, E)
+    run = np.zeros(n, dtype=np.int64)
+    np.cumsum(~same_lane, out=run[1:])
+    run_max = keys(run, E)
+    np.maximum.accumulate(run_max, out=run_max)
+    after_all = keys(run[1:], E[1:]) > run_max[:-1]  # ends after every earlier range: a root
+    del run, run_max
+    up = same_lane & (E[:-1] >= E[1:])  # the previous range contains it
+    idx = np.int32 if n < 2**31 else np.int64
+    cand = np.full(n, NONE, dtype=idx)
+    cand[1:][up] = np.flatnonzero(up).astype(idx)
+    # invariant: every position strictly between cand[p] and p ends before E[p]; the
+    # others have a container, so their jumps never reach NONE
+    act = np.flatnonzero(same_lane & ~up & ~after_all).astype(idx) + 1
+    cand[act] = act - 1
     while len(act):
-        c = cand[act]
-        act = act[E[c] < E[act]]
+        act = act[E[cand[act]] < E[act]]
         cand[act] = cand[cand[act]]
-        act = act[cand[act] >= 0]
     parent[order] = np.where(cand >= 0, order[np.maximum(cand, 0)], NONE)
     return parent
 
@@ -127,17 +156,20 @@ def _innermost(
     order = _range_order(lane, start, end) if order is None else order
     keys = _Keys(int(max(lane.max(), q_lane.max())) + 1, start, end, q_start, q_end)
     skey = keys(lane[order], start[order])
-    valid = q_lane >= 0
-    pos = np.searchsorted(skey, keys(np.maximum(q_lane, 0), q_start), side="right") - 1
-    cand = np.where(valid & (pos >= 0), order[np.maximum(pos, 0)], NONE)
-    cand[(cand >= 0) & (lane[np.maximum(cand, 0)] != q_lane)] = NONE
-    while True:
-        c = np.maximum(cand, 0)
-        bad = (cand >= 0) & (end[c] < q_end)
-        if not bad.any():
-            break
-        cand[bad] = parent[cand[bad]]
-    return cand
+    pos = np.searchsorted(skey, keys(np.maximum(q_lane, 0), q_start), side="right")
+    pos -= 1
+    act = np.flatnonzero((q_lane >= 0) & (pos >= 0))
+    out[act] = order[pos[act]]
+    del pos
+    other = lane[out[act]] != q_lane[act]  # no range of its lane starts before it
+    out[act[other]] = NONE
+    act = act[~other]
+    # climb to the first enclosing range (parents start no later and end no earlier)
+    while len(act):
+        act = act[end[out[act]] < q_end[act]]
+        out[act] = parent[out[act]]
+        act = act[out[act] >= 0]
+    return out
 
 
 def _paths(
@@ -402,7 +434,9 @@ def _calls_in_ranges(
     if len(rl.nest_rows) and len(a_tid):
         lanes = pd.DataFrame({"tid": rl.lane_tid, "dom": rl.lane_dom})
         n_parent = _local_parent(rl.parent, rl.nest_rows)
-        for d in np.unique(lanes["dom"].to_numpy()):
+        doms = np.unique(lanes["dom"].to_numpy())
+        first_dom = doms[0]
+        for d in doms:
             sel = lanes.index[lanes["dom"] == d]
             idx = pd.Index(lanes.loc[sel, "tid"].to_numpy())
             hit = idx.get_indexer(a_tid)
@@ -410,11 +444,13 @@ def _calls_in_ranges(
             c = _innermost(
                 rl.n_lane, rl.n_start, rl.n_end, n_parent, q_lane, a_start, a_end, rl.n_order
             )
-            c = np.where(c >= 0, rl.nest_rows[np.maximum(c, 0)], NONE)
-            better = (c >= 0) & (
-                (a_inst < 0) | (r_start[np.maximum(c, 0)] > r_start[np.maximum(a_inst, 0)])
-            )
-            a_inst[better] = c[better]
+            hit = np.flatnonzero(c >= 0)
+            rows = rl.nest_rows[c[hit]]
+            if d != first_dom:  # keep the latest-starting range across domains
+                had = a_inst[hit]
+                better = (had < 0) | (r_start[rows] > r_start[np.maximum(had, 0)])
+                hit, rows = hit[better], rows[better]
+            a_inst[hit] = rows
     return a_inst
 
 
@@ -433,11 +469,15 @@ def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) ->
             pid_codes, _ = pd.factorize(np.concatenate([a_pid, g_pid]))
             ka = pid_codes[: len(api)].astype(np.int64) << 40 | corr_a
             kg = pid_codes[len(api) :].astype(np.int64) << 40 | corr_g
-        asort = np.argsort(ka, kind="stable")
-        ka_sorted = ka[asort]
-        pos = np.clip(np.searchsorted(ka_sorted, kg), 0, len(ka) - 1)
-        found = (ka_sorted[pos] == kg) & (gpu["correlation_id"].to_numpy() >= 0)
-        g_api[found] = asort[pos[found]]
+        if bool((ka[1:] >= ka[:-1]).all()):  # calls arrive in correlation id order
+            asort, ka_sorted = None, ka
+        else:
+            asort = np.argsort(ka, kind="stable")
+            ka_sorted = ka[asort]
+        pos = np.searchsorted(ka_sorted, kg)
+        np.minimum(pos, len(ka) - 1, out=pos)
+        found = np.flatnonzero((ka_sorted[pos] == kg) & (gpu["correlation_id"].to_numpy() >= 0))
+        g_api[found] = pos[found] if asort is None else asort[pos[found]]
     return g_api
 
 
