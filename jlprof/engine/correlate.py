@@ -121,9 +121,10 @@ def _nest(
     run = np.zeros(n, dtype=np.int64)
     np.cumsum(~same_lane, out=run[1:])
     run_max = keys(run, E)
+    del run
     np.maximum.accumulate(run_max, out=run_max)
-    after_all = keys(run[1:], E[1:]) > run_max[:-1]  # ends after every earlier range: a root
-    del run, run_max
+    after_all = run_max[1:] > run_max[:-1]  # ends after every earlier range: a root
+    del run_max
     up = same_lane & (E[:-1] >= E[1:])  # the previous range contains it
     idx = np.int32 if n < 2**31 else np.int64
     cand = np.full(n, NONE, dtype=idx)
@@ -149,26 +150,32 @@ def _innermost(
     q_end: np.ndarray,
     order: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Innermost range of lane ``q_lane`` containing each query interval; -1 when none."""
-    out = np.full(len(q_lane), NONE, dtype=np.int64)
+    """Innermost range of lane ``q_lane`` containing each query interval; -1 when none.
+
+    The candidate is the latest-starting range of the lane (sorted position ``pos``); it is
+    checked on the sorted keys and ends, read in the queries' (time) order, and only the
+    few that end too early climb their parents.
+    """
     if len(lane) == 0 or len(q_lane) == 0:
-        return out
+        return np.full(len(q_lane), NONE, dtype=np.int64)
     order = _range_order(lane, start, end) if order is None else order
     keys = _Keys(int(max(lane.max(), q_lane.max())) + 1, start, end, q_start, q_end)
     skey = keys(lane[order], start[order])
+    q_lane = np.asarray(q_lane, np.int64)
     pos = np.searchsorted(skey, keys(np.maximum(q_lane, 0), q_start), side="right")
     pos -= 1
-    act = np.flatnonzero((q_lane >= 0) & (pos >= 0))
-    out[act] = order[pos[act]]
+    ok = (q_lane >= 0) & (pos >= 0)
+    np.maximum(pos, 0, out=pos)
+    ok &= skey[pos] >= q_lane * keys.span  # found a range of its own lane (keys lane-major)
+    del skey
+    out = np.where(ok, order[pos], NONE)
+    ok &= end[order][pos] < q_end  # it ends too early: climb to the first that encloses it
     del pos
-    other = lane[out[act]] != q_lane[act]  # no range of its lane starts before it
-    out[act[other]] = NONE
-    act = act[~other]
-    # climb to the first enclosing range (parents start no later and end no earlier)
-    while len(act):
-        act = act[end[out[act]] < q_end[act]]
+    act = np.flatnonzero(ok)
+    while len(act):  # parents start no later and end no earlier
         out[act] = parent[out[act]]
         act = act[out[act] >= 0]
+        act = act[end[out[act]] < q_end[act]]
     return out
 
 
