@@ -324,7 +324,7 @@ def correlate(
     u_end = _pick(a_end, ug_api, g_end[un_gpu])
 
     # ---- op identity: each range's label (parsed texts), then synthetic names
-    r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64)
+    r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64, copy=False)
     labels, r_label = range_labels(parsed, text_code, r_parent, r_top, r_start, r_pid)
     ops, inst_op, named, lab_code = _op_table(parsed, labels, r_label, api, gpu, un_api, un_gpu)
 
@@ -341,8 +341,10 @@ def correlate(
             a_dur[un_api],
             np.where(ug_has, share[un_gpu], 0).astype(np.int64),
         ]
-    ).astype(np.int64)
+    ).astype(np.int64, copy=False)
     tid = np.concatenate([r_tid, a_tid[un_api], _pick(a_tid, ug_api, -1)])
+    synthetic = np.zeros(n_inst, dtype=bool)
+    synthetic[n_r:] = True
     inst = pd.DataFrame(
         {
             "start_ns": np.concatenate([r_start, a_start[un_api], u_start]),
@@ -352,7 +354,7 @@ def correlate(
             "op": inst_op,
             "parent": inst_parent,
             "path": path_code,
-            "synthetic": np.arange(n_inst) >= n_r,
+            "synthetic": synthetic,
             "event_type": np.concatenate(
                 [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
             ),
@@ -428,10 +430,10 @@ def _range_lanes(
     dom_code = nv["domain"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
     tid_code, tid_uniq = pd.factorize(r_tid)
     n_dom = int(dom_code.max()) + 1 if len(dom_code) else 1
-    lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64) * n_dom + dom_code)
+    lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64, copy=False) * n_dom + dom_code)
     lane_tid = tid_uniq[lane_keys // n_dom] if len(lane_keys) else np.zeros(0, np.int64)
     lane_dom = lane_keys % n_dom if len(lane_keys) else np.zeros(0, np.int64)
-    lane = np.where(nestable, lane_id, NONE).astype(np.int64)
+    lane = np.where(nestable, lane_id, NONE).astype(np.int64, copy=False)
     r_parent = np.full(len(nv), NONE, dtype=np.int64)
     nest_rows = np.flatnonzero(nestable)
     n_lane, n_start, n_end = lane[nest_rows], r_start[nest_rows], r_end[nest_rows]
@@ -552,7 +554,9 @@ def _op_table(
     ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
     n_lab = len(labels)
     _annotation_columns(ops, by_type, op_code[:n_lab])
-    inst_op = np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]).astype(np.int64)
+    inst_op = np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]).astype(
+        np.int64, copy=False
+    )
     return ops, inst_op, named, op_code[:n_lab]
 
 
