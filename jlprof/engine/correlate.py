@@ -428,19 +428,31 @@ def _range_lanes(
     etid = nv["end_global_tid"].to_numpy(np.int64)
     nestable = (etid < 0) | (etid == r_tid)
     dom_code = nv["domain"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    tid_code, tid_uniq = pd.factorize(r_tid)
     n_dom = int(dom_code.max()) + 1 if len(dom_code) else 1
-    lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64, copy=False) * n_dom + dom_code)
-    lane_tid = tid_uniq[lane_keys // n_dom] if len(lane_keys) else np.zeros(0, np.int64)
+    if len(nv) and r_tid.min() >= 0 and int(r_tid.max()) < 2**62 // n_dom:
+        # (thread, domain) pairs as one key: lanes in order of first appearance
+        lane_id, lane_keys = pd.factorize(r_tid * n_dom + dom_code)
+        lane_tid = lane_keys // n_dom
+    else:
+        tid_code, tid_uniq = pd.factorize(r_tid)
+        lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64, copy=False) * n_dom + dom_code)
+        lane_tid = tid_uniq[lane_keys // n_dom] if len(lane_keys) else np.zeros(0, np.int64)
     lane_dom = lane_keys % n_dom if len(lane_keys) else np.zeros(0, np.int64)
     lane = np.where(nestable, lane_id, NONE).astype(np.int64, copy=False)
-    r_parent = np.full(len(nv), NONE, dtype=np.int64)
     nest_rows = np.flatnonzero(nestable)
-    n_lane, n_start, n_end = lane[nest_rows], r_start[nest_rows], r_end[nest_rows]
+    every = len(nest_rows) == len(nv)  # the usual case: no start/end range ended elsewhere
+    if every:
+        n_lane, n_start, n_end = lane, r_start, r_end
+    else:
+        n_lane, n_start, n_end = lane[nest_rows], r_start[nest_rows], r_end[nest_rows]
     n_order = _range_order(n_lane, n_start, n_end)  # shared by nesting and every domain's calls
-    if len(nest_rows):
-        p = _nest(n_lane, n_start, n_end, n_order)
-        r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
+    if every:
+        r_parent = _nest(n_lane, n_start, n_end, n_order)
+    else:
+        r_parent = np.full(len(nv), NONE, dtype=np.int64)
+        if len(nest_rows):
+            p = _nest(n_lane, n_start, n_end, n_order)
+            r_parent[nest_rows] = np.where(p >= 0, nest_rows[np.maximum(p, 0)], NONE)
     return _RangeLanes(
         lane, lane_tid, lane_dom, r_parent, nest_rows, n_lane, n_start, n_end, n_order
     )
@@ -597,6 +609,8 @@ def _markers(parsed: pd.DataFrame) -> frozenset[str]:
 
 def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Parents re-indexed into the ``rows`` subset (parents are always nestable rows)."""
+    if len(rows) == len(r_parent):  # every row: the same indices
+        return r_parent
     pos = np.full(len(r_parent), NONE, dtype=np.int64)
     pos[rows] = np.arange(len(rows))
     p = r_parent[rows]
