@@ -477,13 +477,15 @@ def _calls_in_ranges(
             c = _innermost(
                 rl.n_lane, rl.n_start, rl.n_end, n_parent, q_lane, a_start, a_end, rl.n_order
             )
-            hit = np.flatnonzero(c >= 0)
-            rows = rl.nest_rows[c[hit]]
-            if d != first_dom:  # keep the latest-starting range across domains
-                had = a_inst[hit]
-                better = (had < 0) | (r_start[rows] > r_start[np.maximum(had, 0)])
-                hit, rows = hit[better], rows[better]
-            a_inst[hit] = rows
+            if len(rl.nest_rows) < len(rl.lane):  # rows of the nestable subset -> range rows
+                c = np.where(c >= 0, rl.nest_rows[np.maximum(c, 0)], NONE)
+            if d == first_dom:
+                a_inst = c
+                continue
+            hit = np.flatnonzero(c >= 0)  # keep the latest-starting range across domains
+            rows, had = c[hit], a_inst[hit]
+            better = (had < 0) | (r_start[rows] > r_start[np.maximum(had, 0)])
+            a_inst[hit[better]] = rows[better]
     return a_inst
 
 

@@ -5,7 +5,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.correlate import NONE, _innermost, _launching_calls, _nest, _range_order
+from jlprof.engine.correlate import (
+    NONE,
+    _innermost,
+    _launching_calls,
+    _nest,
+    _range_order,
+    correlate,
+)
+
+from .frames import call, gtid, make_trace, rng
 
 
 def random_ranges(seed, n_lanes, n, t_max=60):
@@ -114,3 +123,53 @@ def test_launching_call_by_correlation_id_and_process(seed, layout):
     gpu = pd.DataFrame({"correlation_id": g_corr, "global_pid": g_pid})
     got = _launching_calls(api, gpu, a_pid + 3)  # thread ids of the calling processes
     assert got.tolist() == launching_by_definition(a_pid, a_corr, g_pid, g_corr)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_calls_get_the_latest_starting_innermost_range_across_threads_and_domains(seed):
+    r = np.random.default_rng(seed)
+    n, m = 150, 300
+    tid = r.integers(1, 4, n)
+    dom = r.choice(["", "A", "B"], n)
+    s = r.integers(0, 400, n)
+    e = s + r.integers(0, 120, n)
+    other = r.random(n) < 0.1  # start/end ranges ended on another thread hold no calls
+    nv = [
+        rng(
+            f"r{i}",
+            int(s[i]),
+            int(e[i]),
+            tid=int(tid[i]),
+            domain=str(dom[i]),
+            event_type=60,
+            end_tid=gtid(1, 9) if other[i] else -1,
+        )
+        for i in range(n)
+    ]
+    q_tid = r.integers(1, 5, m)
+    q_s = r.integers(0, 450, m)
+    q_e = q_s + r.integers(0, 20, m)
+    calls = [call(int(q_s[i]), int(q_e[i]), i, tid=int(q_tid[i])) for i in range(m)]
+    c = correlate(make_trace(api=calls, nvtx=nv))
+    code = c.nvtx["domain"].cat.codes.to_numpy()
+    got = c.api["inst"].to_numpy()
+    for i in range(m):
+        best = NONE
+        for d in sorted(set(code.tolist())):  # each domain's innermost, then latest start
+            inside = [
+                j
+                for j in range(n)
+                if code[j] == d
+                and tid[j] == q_tid[i]
+                and not other[j]
+                and s[j] <= q_s[i]
+                and q_e[i] <= e[j]
+            ]
+            if inside:
+                j = max(inside, key=lambda j: (s[j], -e[j], j))
+                if best < 0 or s[j] > s[best]:
+                    best = j
+        if best < 0:
+            assert c.inst["synthetic"].iat[got[i]]
+        else:
+            assert got[i] == best
