@@ -137,34 +137,103 @@ def _stats_arrays(
     return k[starts], out
 
 
-def _windowed_stats(
+def _gather(v: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda rows: v[rows]
+
+
+def _lex_order(major: np.ndarray, minor: np.ndarray, n_minor: int) -> np.ndarray:
+    """Stable order of rows by (major, minor), both >= 0 and minor < n_minor.
+
+    Two stable 16-bit sorts (numpy sorts them by radix, in linear time) when both fit,
+    instead of a comparison sort of one 64-bit key: rows come in time order, which is
+    iteration-major, and a group-major order scatters them.
+    """
+    small = np.int16 if len(major) == 0 or int(major.max()) < 1 << 15 else None
+    if small is not None and n_minor < 1 << 15:
+        order = np.argsort(minor.astype(np.int16), kind="stable")
+        return order[np.argsort(major[order].astype(np.int16), kind="stable")]
+    return np.argsort(major * n_minor + minor, kind="stable")
+
+
+def _group_major_stats(
     windows: list[tuple[int, int]],
     iter_of_row: np.ndarray,
-    key_cols: Callable[[np.ndarray | None], tuple[np.ndarray, dict[str, np.ndarray]]],
+    group_of: Callable[[np.ndarray | None], np.ndarray],
+    take: dict[str, Callable[[np.ndarray], np.ndarray]],
     mm: set[str],
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """:func:`_stats_arrays` of an iteration-major key, one window of iterations at a time.
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], tuple]:
+    """Count, sums and min/max per (group, iteration) of rows, in (group, iteration) order.
 
-    ``key_cols(rows)`` gives the key and columns of those rows (None: all rows). A window's
-    keys all lie above the previous window's, so the parts concatenate into the result of
-    one call over every row, without its 10M-row sort and gathered columns.
+    ``group_of(rows)`` gives the rows' group values (>= 0; None: every row) and
+    ``take[name](rows)`` a column's values at rows. Each window of iterations is sorted
+    by (group, iteration) and reduced on its own rows, gathering each column once; the
+    windows' parts, iteration-disjoint and ascending, then interleave by one stable sort
+    on the group alone (runs of whole blocks), which gives the order of one pass over all
+    rows. Returns (group, iteration, columns, (unique groups, layout key, span, it0)).
     """
-    keys: list[np.ndarray] = []
+    gparts: list[np.ndarray] = []
+    iparts: list[np.ndarray] = []
     parts: list[dict[str, np.ndarray]] = []
-    for rows in _window_rows(iter_of_row, windows):
+    for (a, b), rows in zip(windows, _window_rows(iter_of_row, windows), strict=True):
         if rows is not None and len(rows) == 0:
             continue
-        key, cols = key_cols(rows)
-        k, out = _stats_arrays(np.asarray(key, dtype=np.int64), cols, mm)
-        del key, cols
-        keys.append(k)
+        gv = np.asarray(group_of(rows), dtype=np.int64)
+        li = _take(iter_of_row, rows) - a
+        order = _lex_order(gv, li, b - a)
+        key = gv[order] * (b - a) + li[order]
+        del gv, li
+        idx = order if rows is None else rows[order]
+        del order
+        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        out: dict[str, np.ndarray] = {}
+        for name, f in take.items():
+            vs = np.asarray(f(idx), dtype=np.int64)
+            out[f"{name}_sum"] = np.add.reduceat(vs, starts)
+            if name in mm:
+                out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
+                out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
+            del vs
+        out["calls"] = np.diff(np.append(starts, len(key)))
+        k = key[starts]
+        del key, idx, starts
+        gparts.append(k // (b - a))
+        iparts.append(k % (b - a) + a)
         parts.append(out)
-    if len(parts) == 1:
-        return keys[0], parts[0]
-    merged: dict[str, np.ndarray] = {}
-    for name in list(parts[0]):
-        merged[name] = np.concatenate([p.pop(name) for p in parts])
-    return np.concatenate(keys), merged
+    gv, iters = np.concatenate(gparts), np.concatenate(iparts)
+    del gparts, iparts
+    if len(parts) > 1:
+        small = len(gv) == 0 or int(gv.max()) < 1 << 15
+        order = np.argsort(gv.astype(np.int16) if small else gv, kind="stable")
+        gv, iters = gv[order], iters[order]
+        merged: dict[str, np.ndarray] = {}
+        for name in list(parts[0]):  # one column at a time: one full-size copy at once
+            merged[name] = np.concatenate([p.pop(name) for p in parts])[order]
+        del order
+    else:
+        merged = parts[0]
+    new = np.concatenate([[len(gv) > 0], gv[1:] != gv[:-1]])
+    codes = np.cumsum(new) - 1
+    it0 = int(iters.min()) if len(iters) else 0
+    span = int(iters.max()) - it0 + 1 if len(iters) else 1
+    return gv, iters, merged, (gv[new], codes * span + (iters - it0), span, it0)
+
+
+def _framed(
+    cols: dict[str, np.ndarray],
+    index: pd.MultiIndex,
+    level: str | list[str],
+    groups: pd.Index,
+    key_span_it0: tuple,
+) -> pd.DataFrame:
+    """The frame of group-major ``cols`` with its :class:`_Layout` attached (:func:`combine`
+    then neither sorts nor copies)."""
+    frame = pd.DataFrame(cols, index=index, copy=False)
+    lay_cols = {col: frame[col].to_numpy() for col in frame.columns}
+    key, span, it0 = key_span_it0
+    frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = _Layout(
+        groups, key, span, it0, lay_cols
+    )
+    return frame
 
 
 # GPU rows per window of iterations: the cube's 10M-row steps run on ~1M rows at a time
@@ -309,14 +378,13 @@ def _op_iter(
         )
         return group_major(frame, "op")
 
-    def key_cols(rows: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        # iteration-major: instances come in time order
-        key = _take(inst_iter, rows) * n_ops + _take(op, rows)
-        return key, {name: _take(v, rows) for name, v in cols.items()}
+    def group_of(rows: np.ndarray | None) -> np.ndarray:
+        return _take(op, rows)
 
-    k, out = _windowed_stats(windows, inst_iter, key_cols, set(minmax))
-    index = pd.MultiIndex.from_arrays([k % n_ops, k // n_ops], names=["op", "iteration"])
-    return _group_major_columns(out, index, "op")
+    take = {name: _gather(v) for name, v in cols.items()}
+    gv, iters, out, lay = _group_major_stats(windows, inst_iter, group_of, take, set(minmax))
+    index = pd.MultiIndex.from_arrays([gv, iters], names=["op", "iteration"])
+    return _framed(out, index, "op", pd.Index(lay[0], name="op"), lay[1:])
 
 
 def _kernel_iter(
@@ -340,21 +408,22 @@ def _kernel_iter(
     g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
     share = g["api_share_ns"].to_numpy(np.int64)
     n_ops = len(c.ops) + 1
-    n_k = max(int(codes.max()) + 1, 1)
 
-    def key_cols(rows: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def group_of(rows: np.ndarray | None) -> np.ndarray:
         gi = _take(g_inst, rows)
         op = np.where(gi >= 0, inst_op[np.maximum(gi, 0)], NONE)
-        kname = _take(codes, rows).astype(np.int64)
-        # iteration-major: work is time-ordered
-        key = (_take(gpu_iter, rows) * n_ops + (op + 1)) * n_k + kname
-        return key, {"gpu": _take(g_end, rows) - _take(g_start, rows), "api": _take(share, rows)}
+        return _take(codes, rows).astype(np.int64) * n_ops + (op + 1)  # (kernel, op) order
 
-    k, out = _windowed_stats(windows or [(0, n_it)], gpu_iter, key_cols, {"gpu", "api"})
+    take = {"gpu": lambda i: g_end[i] - g_start[i], "api": _gather(share)}
+    wins = windows or [(0, n_it)]
+    gv, iters, out, lay = _group_major_stats(wins, gpu_iter, group_of, take, {"gpu", "api"})
+    names = ["kernel", "op"]
     index = pd.MultiIndex.from_arrays(
-        [k % n_k, k // n_k % n_ops - 1, k // n_k // n_ops], names=["kernel", "op", "iteration"]
+        [gv // n_ops, gv % n_ops - 1, iters], names=["kernel", "op", "iteration"]
     )
-    return _group_major_columns(out, index, ["kernel", "op"])
+    u = lay[0]
+    groups = pd.MultiIndex.from_arrays([u // n_ops, u % n_ops - 1], names=names)
+    return _framed(out, index, names, groups, lay[1:])
 
 
 def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
@@ -936,28 +1005,6 @@ def group_major(frame: pd.DataFrame, level: str | list[str]) -> pd.DataFrame:
     combine() does not sort again.
     """
     return _laid_out(frame, level)[0]
-
-
-def _group_major_columns(
-    cols: dict[str, np.ndarray], index: pd.MultiIndex, level: str | list[str]
-) -> pd.DataFrame:
-    """``group_major(pd.DataFrame(cols, index=index), level)``, reordering one column at a
-    time (each replaced in ``cols`` as it goes) instead of copying the whole frame at once."""
-    groups, key, span, it0, order = _group_order(pd.DataFrame(index=index), level)
-    if order is not None:
-        index = index.take(order)
-        for name in list(cols):
-            cols[name] = cols[name][order]
-    frame = pd.DataFrame(cols, index=index, copy=False)
-    del cols
-    lay_cols = {}
-    for col in frame.columns:
-        v = frame[col].to_numpy()
-        lay_cols[col] = v.astype(np.int64) if v.dtype == bool else v
-    frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = _Layout(
-        groups, key, span, it0, lay_cols
-    )
-    return frame
 
 
 def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd.DataFrame:
