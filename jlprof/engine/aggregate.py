@@ -453,10 +453,17 @@ def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
 def _explode(path_of_row: np.ndarray, src: np.ndarray, dst: np.ndarray):
     """Rows repeated once per group node above them: (row index, group)."""
     order = np.argsort(src, kind="stable")
-    s_sorted, d_sorted = src[order], dst[order]
-    lo = np.searchsorted(s_sorted, path_of_row, side="left")
-    hi = np.searchsorted(s_sorted, path_of_row, side="right")
-    rows, at = intervals.expand_runs(lo, hi - lo)
+    d_sorted = dst[order]
+    # each path's run of edges, by counting: the paths are small integers
+    n = max(
+        [int(src.max()) + 1 if len(src) else 0]
+        + [int(path_of_row.max()) + 1] * (len(path_of_row) > 0)
+    )
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=bounds[1:])
+    p = np.maximum(path_of_row, 0)
+    lo = bounds[p]
+    rows, at = intervals.expand_runs(lo, np.where(path_of_row >= 0, bounds[p + 1] - lo, 0))
     return rows, d_sorted[at]
 
 
@@ -528,6 +535,34 @@ def _sorted_factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq[order], rank[inv]
 
 
+# a dense lookup table may have this many slots per row coded (and 1M at least)
+DENSE_SLOTS_PER_ROW = 4
+
+
+def _codes(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, Callable]:
+    """np.unique(key, return_inverse=True) of keys in ``0..size-1``, and a lookup giving
+    other keys' positions among the uniques (-1: absent).
+
+    A table over the whole range when it is small next to the rows (a window's
+    (path, iteration) keys are): counting and gathers, no hashing, sorting or binary search.
+    """
+    if size <= max(DENSE_SLOTS_PER_ROW * len(key), 1 << 20):
+        seen = np.zeros(size, bool)
+        seen[key] = True
+        uniq = np.flatnonzero(seen)
+        del seen
+        pos = np.full(size, -1, np.int64)
+        pos[uniq] = np.arange(len(uniq))
+        return uniq, pos[key], pos.__getitem__
+    uniq, inv = _sorted_factorize(key)
+
+    def lookup(v: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(uniq, v), max(len(uniq) - 1, 0))
+        return np.where(uniq[at] == v, at, -1) if len(uniq) else np.full(len(v), -1)
+
+    return uniq, inv, lookup
+
+
 def _factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(uniques, inverse) by hashing: like np.unique without its O(n log n) sort."""
     inv, uniq = pd.factorize(np.asarray(x, dtype=np.int64), sort=False)
@@ -569,6 +604,7 @@ def _group_iter(
             (src, dst),
             inst_iter,
             gpu_iter,
+            windows[w],
             inst_rows[w],
             gpu_rows[w],
             lanes,
@@ -598,6 +634,7 @@ def _group_part(
     edges: tuple[np.ndarray, np.ndarray],
     inst_iter: np.ndarray,
     gpu_iter: np.ndarray,
+    window: tuple[int, int],
     ix: np.ndarray | None,
     gx: np.ndarray | None,
     lanes: _LaneTable,
@@ -616,7 +653,10 @@ def _group_part(
     leaf[par[par >= 0]] = False  # "No. Calls Aggregated" counts the calls of leaf nodes
     uses = _take(m.tc_gpu_ns, ix) > 0
     # per (path, iteration) sums, then spread to the group nodes above each path
-    pk, pinv = _factorize(inst_path * n_it + iit)
+    a, b = window
+    w = b - a  # keys below are (path or group) * w + iteration - a: a small dense range
+    n_paths = len(c.paths)
+    pk, pinv, pair_at = _codes(inst_path * w + (iit - a), n_paths * w)
     if len(pk) == 0 and ix is not None:
         return None  # a window without instances: its GPU work has no (path, iteration) pair
     per_path = {
@@ -625,16 +665,15 @@ def _group_part(
         "elig": np.bincount(pinv, weights=elig, minlength=len(pk)),
         "tc": np.bincount(pinv, weights=elig & uses, minlength=len(pk)),
     }
-    r, grp = _explode(pk // n_it, src, dst)
-    keys, kinv = _sorted_factorize(grp * n_it + (pk % n_it)[r])
+    r, grp = _explode(pk // w, src, dst)
+    keys, kinv, key_at = _codes(grp * w + (pk % w)[r], n_paths * w)
     nk = len(keys)
     summed = {k: np.bincount(kinv, weights=v[r], minlength=nk).astype(np.int64)
               for k, v in per_path.items()}  # fmt: skip
     # CPU: each instance covers only the groups its enclosing instance does not
     parent = _take(c.inst["parent"].to_numpy(np.int64), ix)
     par_path = np.where(parent >= 0, inst_path_all[np.maximum(parent, 0)], -1)
-    n_paths = len(c.paths) + 1
-    pair_codes, pair_inv = _factorize(inst_path * n_paths + (par_path + 1))
+    pair_codes, pair_inv, _ = _codes(inst_path * (n_paths + 1) + (par_path + 1), (n_paths + 1) ** 2)
     order = np.argsort(src, kind="stable")
     s_sorted, d_sorted = src[order], dst[order]
 
@@ -647,20 +686,19 @@ def _group_part(
     e_src, e_dst = [], []
     for code_i, pc in enumerate(pair_codes.tolist()):  # unique (path, parent path) pairs only
         if pc not in pair_groups:
-            own, parp = divmod(pc, n_paths)
+            own, parp = divmod(pc, n_paths + 1)
             pair_groups[pc] = sorted(groups_of(own) - groups_of(parp - 1))
         for g in pair_groups[pc]:
             e_src.append(code_i)
             e_dst.append(g)
     cr, cgrp = _explode(pair_inv, np.asarray(e_src, np.int64), np.asarray(e_dst, np.int64))
-    ckey = cgrp * n_it + iit[cr]
-    cpos = np.minimum(np.searchsorted(keys, ckey), nk - 1)
-    ok = keys[cpos] == ckey
+    cpos = key_at(cgrp * w + (iit[cr] - a))
+    ok = cpos >= 0
     rows, cpos = cr[ok], cpos[ok]
     if ix is not None:
         rows = ix[rows]
     # the exploded (instance, group) temporaries go before the union allocates its own
-    del cr, cgrp, ckey, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
+    del cr, cgrp, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
     del inst_path, iit, op, elig, uses, parent
     cpu = intervals.union_length(cpos, c.inst["start_ns"].to_numpy(np.int64)[rows],
                                  c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
@@ -671,9 +709,7 @@ def _group_part(
     gi = _take(g["inst"].to_numpy(np.int64), gx)
     gsel = gi >= 0
     gpu_pair = np.full(len(gi), -1, dtype=np.int64)  # GPU work of pairs with no instance: none
-    gpu_pair[gsel] = pd.Index(pk).get_indexer(
-        inst_path_all[gi[gsel]] * n_it + _take(gpu_iter, gx)[gsel]
-    )
+    gpu_pair[gsel] = pair_at(inst_path_all[gi[gsel]] * w + (_take(gpu_iter, gx)[gsel] - a))
     del gi, gsel
     gpu, first, last = _flatten_to_groups(
         gpu_pair,
@@ -699,7 +735,7 @@ def _group_part(
         "tc_eligible_ops": summed["elig"],
         "tc_ops": summed["tc"],
     }
-    return keys, cols
+    return keys // w * n_it + (keys % w + a), cols
 
 
 class _LaneTable:
