@@ -48,18 +48,26 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     n = len(c.inst)
     g = c.gpu
     g_inst = g["inst"].to_numpy(np.int64)
-    g_dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)
+    g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
+    g_dur = g_end - g_start
     ok = g_inst >= 0
-    gpu_ns = np.bincount(g_inst[ok], weights=g_dur[ok], minlength=n).astype(np.int64)
+    every = bool(ok.all())  # usually: then no 10M-row copies of the associated rows
+
+    def assoc(x: np.ndarray) -> np.ndarray:
+        return x if every else x[ok]
+
+    gi = assoc(g_inst)
+    gpu_ns = np.bincount(gi, weights=assoc(g_dur), minlength=n).astype(np.int64)
     tc = g["uses_tc"].to_numpy(bool) & ok
     tc_gpu_ns = np.bincount(g_inst[tc], weights=g_dur[tc], minlength=n).astype(np.int64)
     kern = ok & ~g["is_memory"].to_numpy(bool)
     kernel_ns = np.bincount(g_inst[kern], weights=g_dur[kern], minlength=n).astype(np.int64)
-    n_gpu = np.bincount(g_inst[ok], minlength=n).astype(np.int64)
+    del tc, kern
+    n_gpu = np.bincount(gi, minlength=n).astype(np.int64)
     synthetic = c.inst["synthetic"].to_numpy(bool)
     a = c.api
     a_inst = a["inst"].to_numpy(np.int64)
-    a_dur = (a["end_ns"] - a["start_ns"]).to_numpy(np.int64)
+    a_dur = a["end_ns"].to_numpy(np.int64) - a["start_ns"].to_numpy(np.int64)
     # calls that launched unassociated work are counted through that work's share below
     g_api = g["api"].to_numpy(np.int64)
     launched_synthetic = np.zeros(len(a), dtype=bool)
@@ -68,6 +76,7 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     aok = (a_inst >= 0) & ~launched_synthetic
     # float: np.bincount ignores the weights dtype when it is given no rows (int64 zeros)
     api_ns = np.bincount(a_inst[aok], weights=a_dur[aok], minlength=n).astype(np.float64)
+    del a_dur, aok, launched_synthetic
     share = g["api_share_ns"].to_numpy(np.int64)
     api_ns += np.bincount(g_inst[sg], weights=share[sg], minlength=n)
     api_ns = api_ns.astype(np.int64)
@@ -75,8 +84,14 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     overhead = np.maximum(cpu - api_ns, 0)
     # GPU idle inside an instance: its GPU span minus the union of its GPU work
     if ok.any():
-        gi, gs, ge = g_inst[ok], g["start_ns"].to_numpy(np.int64)[ok], g["end_ns"].to_numpy()[ok]
-        union = intervals.union_length(gi, gs, ge, n, g["isolated"].to_numpy(bool)[ok])
+        gs, ge = assoc(g_start), assoc(g_end)
+        alone = assoc(g["isolated"].to_numpy(bool))
+        if alone.all() and bool((g_dur >= 0).all()):  # no overlaps: the union is the sum
+            union = gpu_ns  # (what union_length computes then, without its 10M-row copies)
+        elif alone.all():
+            union = np.bincount(gi, weights=np.maximum(ge, gs) - gs, minlength=n).astype(np.int64)
+        else:
+            union = intervals.union_length(gi, gs, ge, n, alone)
         first = np.full(n, np.iinfo(np.int64).max)
         last = np.full(n, np.iinfo(np.int64).min)
         np.minimum.at(first, gi, gs)
