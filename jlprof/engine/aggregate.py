@@ -864,7 +864,7 @@ def _time_iter(
     for a, b in windows:
         lo, hi = int(it.bounds_ns[a]), int(it.bounds_ns[b])
         rows = None if len(windows) == 1 else np.flatnonzero((gs < hi) & (ge > lo))
-        cats = _gpu_categories(g, rows, lanes.of(rows))
+        cats, alone_from = _gpu_categories(g, rows, lanes.of(rows))
         for ms, me in host_merged:
             i0, i1 = (0, len(ms)) if rows is None else (
                 int(np.searchsorted(me, lo, side="right")), int(np.searchsorted(ms, hi))
@@ -878,7 +878,7 @@ def _time_iter(
                 )
             )
         del rows
-        _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum)
+        _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum, alone_from)
     parts = np.diff(cum, axis=0)
     wall = np.tile(it.durations_ns(), n_lanes)
     out = pd.DataFrame({name: parts[i] for i, name in enumerate(CATEGORIES)})
@@ -894,19 +894,22 @@ def _time_iter(
 
 def _gpu_categories(
     g: pd.DataFrame, rows: np.ndarray | None, lane: np.ndarray
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], list[int]]:
     """Flattened pieces (lane, start, end) of the Tensor Core, other kernel and memory work of
-    the GPU rows ``rows`` (None: all)."""
+    the GPU rows ``rows`` (None: all), and per category where its pieces of work that
+    overlaps no other GPU work begin (they come last)."""
     gs = _take(g["start_ns"].to_numpy(np.int64), rows)
     ge = _take(g["end_ns"].to_numpy(np.int64), rows)
     tc = _take(g["uses_tc"].to_numpy(bool), rows)
     mem = _take(g["is_memory"].to_numpy(bool), rows)
     alone = _take(g["isolated"].to_numpy(bool), rows)
     cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    alone_from: list[int] = []
     for sel in (tc, ~tc & ~mem, mem):
         # work that overlaps nothing is already a flattened piece of its own
         ml, ms, me = intervals.merge(lane[sel & ~alone], gs[sel & ~alone], ge[sel & ~alone])
         one = sel & alone
+        alone_from.append(len(ml))
         cats.append(
             (
                 np.concatenate([ml, lane[one]]),
@@ -914,7 +917,7 @@ def _gpu_categories(
                 np.concatenate([me, np.maximum(ge[one], gs[one])]),
             )
         )
-    return cats
+    return cats, alone_from
 
 
 def _cumulative_union(
@@ -923,30 +926,52 @@ def _cumulative_union(
     it0: int,
     n_it: int,
     cum: np.ndarray,
+    alone_from: list[int] | None = None,
 ) -> None:
     """Add to ``cum[k + 1]`` the union length of categories 0..k per (lane, iteration), for
-    the iterations ``it0 ..`` whose edges are ``bounds`` (pieces clipped to them)."""
+    the iterations ``it0 ..`` whose edges are ``bounds`` (pieces clipped to them).
+
+    ``alone_from[k]``: category k's pieces from there on overlap no other piece of the first
+    ``len(alone_from)`` categories (GPU work that overlaps no other GPU work: on one stream,
+    all of it). Up to those categories they just add their lengths, and are merged once,
+    with the first category after them, not once per category.
+    """
     ngroups = cum.shape[1]
-    acc_l: list[np.ndarray] = []
-    acc_s: list[np.ndarray] = []
-    acc_e: list[np.ndarray] = []
+    acc: list[list[np.ndarray]] = [[], [], []]  # (key, start, end) pieces to merge
+    aside: list[list[np.ndarray]] = [[], [], []]  # alone pieces, not merged yet
+    n_alone = len(alone_from) if alone_from is not None else 0
+    alone_len = np.zeros(ngroups, np.float64)  # the aside pieces' summed lengths
     for k in range(len(cats)):
         cl, cs, ce = cats[k]
         cats[k] = _DONE  # each category's pieces go once clipped, not at the end
         row, win, ps, pe = intervals.clip_to_windows(cs, ce, bounds)
         del cs, ce
-        acc_l.append(cl[row] * n_it + (win + it0))
-        acc_s.append(ps)
-        acc_e.append(pe)
-        del cl, row, win, ps, pe
-        # union of categories 0..k, merged again so the arrays stay small
-        gk, sk, ek = intervals.merge(
-            np.concatenate(acc_l), np.concatenate(acc_s), np.concatenate(acc_e)
-        )
-        acc_l, acc_s, acc_e = [gk], [sk], [ek]
-        cum[k + 1] += np.bincount(
-            gk, weights=(ek - sk).astype(np.float64), minlength=ngroups
-        ).astype(np.int64)
+        lk = cl[row] * n_it + (win + it0)
+        del cl, win
+        if k < n_alone:
+            assert alone_from is not None
+            one = row >= alone_from[k]
+            alone_len += np.bincount(
+                lk[one], weights=(pe[one] - ps[one]).astype(np.float64), minlength=ngroups
+            )
+            for part, v in zip(aside, (lk, ps, pe), strict=True):
+                part.append(v[one])
+            rest = ~one
+            lk, ps, pe = lk[rest], ps[rest], pe[rest]
+            del one, rest
+        else:  # this category overlaps the aside pieces: merge them all from here on
+            for part, extra in zip(acc, aside, strict=True):
+                part.extend(extra)
+            aside = [[], [], []]
+            alone_len[:] = 0
+        for part, v in zip(acc, (lk, ps, pe), strict=True):
+            part.append(v)
+        del row, lk, ps, pe
+        # union of categories 0..k (but the aside pieces), merged again so the arrays stay small
+        gk, sk, ek = intervals.merge(*(np.concatenate(part) for part in acc))
+        acc = [[gk], [sk], [ek]]
+        union = np.bincount(gk, weights=(ek - sk).astype(np.float64), minlength=ngroups)
+        cum[k + 1] += (union + alone_len).astype(np.int64)
 
 
 def _agg_of(col: str) -> str:
