@@ -920,6 +920,34 @@ def _gpu_categories(
     return cats, alone_from
 
 
+def _clip(
+    start: np.ndarray, end: np.ndarray, bounds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of :func:`intervals.clip_to_windows`, maybe in another order: intervals
+    inside one window (nearly all: kernels are short next to iterations) take one binary
+    search and no expansion; only those across a window edge are split by it."""
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    nwin = len(bounds) - 1
+    if nwin <= 0 or len(start) == 0:
+        return intervals.clip_to_windows(start, end, bounds)
+    s = np.clip(start, bounds[0], bounds[-1])
+    e = np.clip(end, bounds[0], bounds[-1])
+    win = np.searchsorted(bounds, s, side="right") - 1
+    np.clip(win, 0, nwin - 1, out=win)
+    inside = e <= bounds[win + 1]
+    keep = inside & (e > s)
+    row = np.flatnonzero(keep)
+    out = (row, win[row], s[row], e[row])
+    if bool(inside.all()):
+        return out
+    across = np.flatnonzero(~inside)
+    r2, w2, s2, e2 = intervals.clip_to_windows(start[across], end[across], bounds)
+    return tuple(  # type: ignore[return-value]
+        np.concatenate([a, b]) for a, b in zip(out, (across[r2], w2, s2, e2), strict=True)
+    )
+
+
 def _cumulative_union(
     cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     bounds: np.ndarray,
@@ -944,7 +972,7 @@ def _cumulative_union(
     for k in range(len(cats)):
         cl, cs, ce = cats[k]
         cats[k] = _DONE  # each category's pieces go once clipped, not at the end
-        row, win, ps, pe = intervals.clip_to_windows(cs, ce, bounds)
+        row, win, ps, pe = _clip(cs, ce, bounds)
         del cs, ce
         lk = cl[row] * n_it + (win + it0)
         del cl, win
