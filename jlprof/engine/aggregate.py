@@ -550,8 +550,9 @@ def _sorted_factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq[order], rank[inv]
 
 
-# a dense lookup table may have this many slots per row coded (and 1M at least)
+# a dense lookup table may have this many slots per row coded, and DENSE_MIN_SLOTS at least
 DENSE_SLOTS_PER_ROW = 4
+DENSE_MIN_SLOTS = 1 << 20
 
 
 def _codes(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, Callable]:
@@ -561,7 +562,7 @@ def _codes(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, Callable
     A table over the whole range when it is small next to the rows (a window's
     (path, iteration) keys are): counting and gathers, no hashing, sorting or binary search.
     """
-    if size <= max(DENSE_SLOTS_PER_ROW * len(key), 1 << 20):
+    if size <= max(DENSE_SLOTS_PER_ROW * len(key), DENSE_MIN_SLOTS):
         seen = np.zeros(size, bool)
         seen[key] = True
         uniq = np.flatnonzero(seen)
