@@ -517,7 +517,10 @@ def _flatten_to_groups(
     if lane is not None and len(start) and int(lane.max()) > 0:
         t0, width = int(start.min()), int(end.max() - start.min()) + 1
         shift = (np.asarray(lane) * width - t0).astype(np.int64)
-    p_alone = np.bincount(pair[alone], weights=end[alone] - start[alone], minlength=n_pairs)
+    if alone.all():  # one stream: every interval; no copies of them
+        p_alone = np.bincount(pair, weights=end - start, minlength=n_pairs)
+    else:
+        p_alone = np.bincount(pair[alone], weights=end[alone] - start[alone], minlength=n_pairs)
     p_first = np.full(n_pairs, np.iinfo(np.int64).max)
     p_last = np.full(n_pairs, np.iinfo(np.int64).min)
     np.minimum.at(p_first, pair, start)
