@@ -284,11 +284,14 @@ def _window_rows(
     if len(windows) == 1:
         return [None]
     starts = np.array([a for a, _ in windows] + [windows[-1][1]], np.int64)
-    win = np.searchsorted(starts, iter_of_row, side="right") - 1  # -1 / len: outside all
-    win = win.astype(np.int16 if len(starts) < 1 << 15 else np.int32)  # radix-sorted
-    order = np.argsort(win, kind="stable")
-    ends = np.cumsum(np.bincount(win + 1, minlength=len(starts) + 1))
-    del win
+    # window w + 1 (0 / len(starts): outside all), in the smallest type: a radix sort
+    pos = np.searchsorted(starts, iter_of_row, side="right")
+    small = np.uint8 if len(starts) < 255 else np.uint16 if len(starts) < 65535 else np.int64
+    pos = pos.astype(small)
+    order = np.argsort(pos, kind="stable")
+    # each window's run in the sorted positions (the same type: no 10M-row conversion)
+    ends = np.searchsorted(pos[order], np.arange(1, len(windows) + 2, dtype=small))
+    del pos
     return [order[ends[w] : ends[w + 1]] for w in range(len(windows))]
 
 
