@@ -220,10 +220,18 @@ def _group_major_stats(
         small = len(gv) == 0 or int(gv.max()) < 1 << 15
         order = np.argsort(gv.astype(np.int16) if small else gv, kind="stable")
         gv, iters = gv[order], iters[order]
-        merged: dict[str, np.ndarray] = {}
-        for name in list(parts[0]):  # one column at a time: one full-size copy at once
-            merged[name] = np.concatenate([p.pop(name) for p in parts])[order]
+        dest = np.empty(len(order), np.int64)  # where each part row goes
+        dest[order] = np.arange(len(order))
         del order
+        merged: dict[str, np.ndarray] = {}
+        for name in list(parts[0]):  # each part's rows put in place: no concatenated copy
+            col = merged[name] = np.empty(len(dest), np.int64)
+            at = 0
+            for p in parts:
+                v = p.pop(name)
+                col[dest[at : at + len(v)]] = v
+                at += len(v)
+        del dest
     else:
         merged = parts[0]
     new = np.concatenate([[len(gv) > 0], gv[1:] != gv[:-1]])
