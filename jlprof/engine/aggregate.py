@@ -646,9 +646,25 @@ def _group_iter(
         keys, cols = parts[0]
     else:  # the parts' rows in key order, one column at a time
         keys = np.concatenate([p[0] for p in parts])
-        order = np.argsort(keys, kind="stable")
+        # each part is sorted and holds later iterations than the one before: a stable
+        # sort by group alone (radix, when the groups fit 16 bits) gives the key order
+        grp = keys // n_it
+        small = len(grp) == 0 or int(grp.max()) < 1 << 15
+        order = np.argsort(grp.astype(np.int16) if small else keys, kind="stable")
+        del grp
         keys = keys[order]
-        cols = {n: np.concatenate([p[1].pop(n) for p in parts])[order] for n in _GROUP_COLS}
+        dest = np.empty(len(order), np.int64)  # where each part row goes
+        dest[order] = np.arange(len(order))
+        del order
+        cols = {}
+        for n in _GROUP_COLS:  # each part's rows put in place: no concatenated copy
+            col = cols[n] = np.empty(len(dest), np.int64)
+            at = 0
+            for p in parts:
+                v = p[1].pop(n)
+                col[dest[at : at + len(v)]] = v
+                at += len(v)
+        del dest
     del parts
     return pd.DataFrame(
         cols,
