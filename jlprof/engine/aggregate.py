@@ -156,6 +156,14 @@ def _gather(v: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     return lambda rows: v[rows]
 
 
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """The inverse permutation, in 32 bits when it fits (the cube's largest temporaries)."""
+    dt = np.int32 if len(order) < 1 << 31 else np.int64
+    inv = np.empty(len(order), dt)
+    inv[order] = np.arange(len(order), dtype=dt)
+    return inv
+
+
 def _lex_order(major: np.ndarray, minor: np.ndarray, n_minor: int) -> np.ndarray:
     """Stable order of rows by (major, minor), both >= 0 and minor < n_minor.
 
@@ -220,8 +228,7 @@ def _group_major_stats(
         small = len(gv) == 0 or int(gv.max()) < 1 << 15
         order = np.argsort(gv.astype(np.int16) if small else gv, kind="stable")
         gv, iters = gv[order], iters[order]
-        dest = np.empty(len(order), np.int64)  # where each part row goes
-        dest[order] = np.arange(len(order))
+        dest = _inverse(order)  # where each part row goes
         del order
         merged: dict[str, np.ndarray] = {}
         for name in list(parts[0]):  # each part's rows put in place: no concatenated copy
@@ -653,8 +660,7 @@ def _group_iter(
         order = np.argsort(grp.astype(np.int16) if small else keys, kind="stable")
         del grp
         keys = keys[order]
-        dest = np.empty(len(order), np.int64)  # where each part row goes
-        dest[order] = np.arange(len(order))
+        dest = _inverse(order)  # where each part row goes
         del order
         cols = {}
         for n in _GROUP_COLS:  # each part's rows put in place: no concatenated copy
