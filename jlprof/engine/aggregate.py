@@ -48,18 +48,26 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     n = len(c.inst)
     g = c.gpu
     g_inst = g["inst"].to_numpy(np.int64)
-    g_dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)
+    g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
+    g_dur = g_end - g_start
     ok = g_inst >= 0
-    gpu_ns = np.bincount(g_inst[ok], weights=g_dur[ok], minlength=n).astype(np.int64)
+    every = bool(ok.all())  # usually: then no 10M-row copies of the associated rows
+
+    def assoc(x: np.ndarray) -> np.ndarray:
+        return x if every else x[ok]
+
+    gi = assoc(g_inst)
+    gpu_ns = np.bincount(gi, weights=assoc(g_dur), minlength=n).astype(np.int64)
     tc = g["uses_tc"].to_numpy(bool) & ok
     tc_gpu_ns = np.bincount(g_inst[tc], weights=g_dur[tc], minlength=n).astype(np.int64)
     kern = ok & ~g["is_memory"].to_numpy(bool)
     kernel_ns = np.bincount(g_inst[kern], weights=g_dur[kern], minlength=n).astype(np.int64)
-    n_gpu = np.bincount(g_inst[ok], minlength=n).astype(np.int64)
+    del tc, kern
+    n_gpu = np.bincount(gi, minlength=n).astype(np.int64)
     synthetic = c.inst["synthetic"].to_numpy(bool)
     a = c.api
     a_inst = a["inst"].to_numpy(np.int64)
-    a_dur = (a["end_ns"] - a["start_ns"]).to_numpy(np.int64)
+    a_dur = a["end_ns"].to_numpy(np.int64) - a["start_ns"].to_numpy(np.int64)
     # calls that launched unassociated work are counted through that work's share below
     g_api = g["api"].to_numpy(np.int64)
     launched_synthetic = np.zeros(len(a), dtype=bool)
@@ -68,6 +76,7 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     aok = (a_inst >= 0) & ~launched_synthetic
     # float: np.bincount ignores the weights dtype when it is given no rows (int64 zeros)
     api_ns = np.bincount(a_inst[aok], weights=a_dur[aok], minlength=n).astype(np.float64)
+    del a_dur, aok, launched_synthetic
     share = g["api_share_ns"].to_numpy(np.int64)
     api_ns += np.bincount(g_inst[sg], weights=share[sg], minlength=n)
     api_ns = api_ns.astype(np.int64)
@@ -75,8 +84,14 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     overhead = np.maximum(cpu - api_ns, 0)
     # GPU idle inside an instance: its GPU span minus the union of its GPU work
     if ok.any():
-        gi, gs, ge = g_inst[ok], g["start_ns"].to_numpy(np.int64)[ok], g["end_ns"].to_numpy()[ok]
-        union = intervals.union_length(gi, gs, ge, n, g["isolated"].to_numpy(bool)[ok])
+        gs, ge = assoc(g_start), assoc(g_end)
+        alone = assoc(g["isolated"].to_numpy(bool))
+        if alone.all() and bool((g_dur >= 0).all()):  # no overlaps: the union is the sum
+            union = gpu_ns  # (what union_length computes then, without its 10M-row copies)
+        elif alone.all():
+            union = np.bincount(gi, weights=np.maximum(ge, gs) - gs, minlength=n).astype(np.int64)
+        else:
+            union = intervals.union_length(gi, gs, ge, n, alone)
         first = np.full(n, np.iinfo(np.int64).max)
         last = np.full(n, np.iinfo(np.int64).min)
         np.minimum.at(first, gi, gs)
@@ -137,34 +152,126 @@ def _stats_arrays(
     return k[starts], out
 
 
-def _windowed_stats(
+def _gather(v: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda rows: v[rows]
+
+
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """The inverse permutation, in 32 bits when it fits (the cube's largest temporaries)."""
+    dt = np.int32 if len(order) < 1 << 31 else np.int64
+    inv = np.empty(len(order), dt)
+    inv[order] = np.arange(len(order), dtype=dt)
+    return inv
+
+
+def _lex_order(major: np.ndarray, minor: np.ndarray, n_minor: int) -> np.ndarray:
+    """Stable order of rows by (major, minor), both >= 0 and minor < n_minor.
+
+    Two stable 16-bit sorts (numpy sorts them by radix, in linear time) when both fit,
+    instead of a comparison sort of one 64-bit key: rows come in time order, which is
+    iteration-major, and a group-major order scatters them.
+    """
+    small = np.int16 if len(major) == 0 or int(major.max()) < 1 << 15 else None
+    if small is not None and n_minor < 1 << 15:
+        order = np.argsort(minor.astype(np.int16), kind="stable")
+        return order[np.argsort(major[order].astype(np.int16), kind="stable")]
+    return np.argsort(major * n_minor + minor, kind="stable")
+
+
+def _group_major_stats(
     windows: list[tuple[int, int]],
     iter_of_row: np.ndarray,
-    key_cols: Callable[[np.ndarray | None], tuple[np.ndarray, dict[str, np.ndarray]]],
+    group_of: Callable[[np.ndarray | None], np.ndarray],
+    take: dict[str, Callable[[np.ndarray], np.ndarray]],
     mm: set[str],
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """:func:`_stats_arrays` of an iteration-major key, one window of iterations at a time.
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], tuple]:
+    """Count, sums and min/max per (group, iteration) of rows, in (group, iteration) order.
 
-    ``key_cols(rows)`` gives the key and columns of those rows (None: all rows). A window's
-    keys all lie above the previous window's, so the parts concatenate into the result of
-    one call over every row, without its 10M-row sort and gathered columns.
+    ``group_of(rows)`` gives the rows' group values (>= 0; None: every row) and
+    ``take[name](rows)`` a column's values at rows. Each window of iterations is sorted
+    by (group, iteration) and reduced on its own rows, gathering each column once; the
+    windows' parts, iteration-disjoint and ascending, then interleave by one stable sort
+    on the group alone (runs of whole blocks), which gives the order of one pass over all
+    rows. Returns (group, iteration, columns, (unique groups, layout key, span, it0)).
     """
-    keys: list[np.ndarray] = []
+    n_it = windows[-1][1]
+    kparts: list[np.ndarray] = []  # group * n_it + iteration: one array per part
     parts: list[dict[str, np.ndarray]] = []
-    for rows in _window_rows(iter_of_row, windows):
+    for (a, b), rows in zip(windows, _window_rows(iter_of_row, windows), strict=True):
         if rows is not None and len(rows) == 0:
             continue
-        key, cols = key_cols(rows)
-        k, out = _stats_arrays(np.asarray(key, dtype=np.int64), cols, mm)
-        del key, cols
-        keys.append(k)
+        gv = np.asarray(group_of(rows), dtype=np.int64)
+        li = _take(iter_of_row, rows) - a
+        order = _lex_order(gv, li, b - a)
+        key = gv[order] * (b - a) + li[order]
+        del gv, li
+        idx = order if rows is None else rows[order]
+        del order
+        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        out: dict[str, np.ndarray] = {}
+        for name, f in take.items():
+            vs = np.asarray(f(idx), dtype=np.int64)
+            out[f"{name}_sum"] = np.add.reduceat(vs, starts)
+            if name in mm:
+                out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
+                out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
+            del vs
+        out["calls"] = np.diff(np.append(starts, len(key)))
+        k = key[starts]
+        del key, idx, starts
+        kparts.append(k // (b - a) * n_it + (k % (b - a) + a))
         parts.append(out)
-    if len(parts) == 1:
-        return keys[0], parts[0]
-    merged: dict[str, np.ndarray] = {}
-    for name in list(parts[0]):
-        merged[name] = np.concatenate([p.pop(name) for p in parts])
-    return np.concatenate(keys), merged
+    keys = np.concatenate(kparts)
+    del kparts
+    if len(parts) > 1:
+        grp = keys // n_it
+        small = len(grp) == 0 or int(grp.max()) < 1 << 15
+        order = np.argsort(grp.astype(np.int16) if small else keys, kind="stable")
+        del grp
+        dest = _inverse(order)  # where each part row goes
+        keys = keys[order]
+        del order
+        merged: dict[str, np.ndarray] = {}
+        for name in list(parts[0]):  # each part's rows put in place: no concatenated copy
+            col = merged[name] = np.empty(len(dest), np.int64)
+            at = 0
+            for p in parts:
+                v = p.pop(name)
+                col[dest[at : at + len(v)]] = v
+                at += len(v)
+        del dest
+    else:
+        merged = parts[0]
+    gv = keys // n_it
+    iters = keys - gv * n_it
+    del keys
+    new = np.concatenate([[len(gv) > 0], gv[1:] != gv[:-1]])
+    it0 = int(iters.min()) if len(iters) else 0
+    span = int(iters.max()) - it0 + 1 if len(iters) else 1
+    key = np.cumsum(new)  # group code * span + iteration - it0, in place: 6M rows at 10M
+    key -= 1
+    key *= span
+    key += iters
+    key -= it0
+    return gv, iters, merged, (gv[new], key, span, it0)
+
+
+def _framed(
+    cols: dict[str, np.ndarray],
+    index: pd.MultiIndex,
+    level: str | list[str],
+    groups: pd.Index,
+    key_span_it0: tuple,
+) -> pd.DataFrame:
+    """The frame of group-major ``cols`` with its :class:`_Layout` attached (:func:`combine`
+    then neither sorts nor copies)."""
+    frame = pd.DataFrame(cols, index=index, copy=False)
+    lay_cols = {col: frame[col].to_numpy() for col in frame.columns}
+    key, span, it0 = key_span_it0
+    frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = _Layout(
+        groups, key, span, it0, lay_cols
+    )
+    return frame
 
 
 # GPU rows per window of iterations: the cube's 10M-row steps run on ~1M rows at a time
@@ -200,11 +307,14 @@ def _window_rows(
     if len(windows) == 1:
         return [None]
     starts = np.array([a for a, _ in windows] + [windows[-1][1]], np.int64)
-    win = np.searchsorted(starts, iter_of_row, side="right") - 1  # -1 / len: outside all
-    win = win.astype(np.int16 if len(starts) < 1 << 15 else np.int32)  # radix-sorted
-    order = np.argsort(win, kind="stable")
-    ends = np.cumsum(np.bincount(win + 1, minlength=len(starts) + 1))
-    del win
+    # window w + 1 (0 / len(starts): outside all), in the smallest type: a radix sort
+    pos = np.searchsorted(starts, iter_of_row, side="right")
+    small = np.uint8 if len(starts) < 255 else np.uint16 if len(starts) < 65535 else np.int64
+    pos = pos.astype(small)
+    order = np.argsort(pos, kind="stable")
+    # each window's run in the sorted positions (the same type: no 10M-row conversion)
+    ends = np.searchsorted(pos[order], np.arange(1, len(windows) + 2, dtype=small))
+    del pos
     return [order[ends[w] : ends[w + 1]] for w in range(len(windows))]
 
 
@@ -309,14 +419,13 @@ def _op_iter(
         )
         return group_major(frame, "op")
 
-    def key_cols(rows: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        # iteration-major: instances come in time order
-        key = _take(inst_iter, rows) * n_ops + _take(op, rows)
-        return key, {name: _take(v, rows) for name, v in cols.items()}
+    def group_of(rows: np.ndarray | None) -> np.ndarray:
+        return _take(op, rows)
 
-    k, out = _windowed_stats(windows, inst_iter, key_cols, set(minmax))
-    index = pd.MultiIndex.from_arrays([k % n_ops, k // n_ops], names=["op", "iteration"])
-    return _group_major_columns(out, index, "op")
+    take = {name: _gather(v) for name, v in cols.items()}
+    gv, iters, out, lay = _group_major_stats(windows, inst_iter, group_of, take, set(minmax))
+    index = pd.MultiIndex.from_arrays([gv, iters], names=["op", "iteration"])
+    return _framed(out, index, "op", pd.Index(lay[0], name="op"), lay[1:])
 
 
 def _kernel_iter(
@@ -340,21 +449,22 @@ def _kernel_iter(
     g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
     share = g["api_share_ns"].to_numpy(np.int64)
     n_ops = len(c.ops) + 1
-    n_k = max(int(codes.max()) + 1, 1)
 
-    def key_cols(rows: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def group_of(rows: np.ndarray | None) -> np.ndarray:
         gi = _take(g_inst, rows)
         op = np.where(gi >= 0, inst_op[np.maximum(gi, 0)], NONE)
-        kname = _take(codes, rows).astype(np.int64)
-        # iteration-major: work is time-ordered
-        key = (_take(gpu_iter, rows) * n_ops + (op + 1)) * n_k + kname
-        return key, {"gpu": _take(g_end, rows) - _take(g_start, rows), "api": _take(share, rows)}
+        return _take(codes, rows).astype(np.int64) * n_ops + (op + 1)  # (kernel, op) order
 
-    k, out = _windowed_stats(windows or [(0, n_it)], gpu_iter, key_cols, {"gpu", "api"})
+    take = {"gpu": lambda i: g_end[i] - g_start[i], "api": _gather(share)}
+    wins = windows or [(0, n_it)]
+    gv, iters, out, lay = _group_major_stats(wins, gpu_iter, group_of, take, {"gpu", "api"})
+    names = ["kernel", "op"]
     index = pd.MultiIndex.from_arrays(
-        [k % n_k, k // n_k % n_ops - 1, k // n_k // n_ops], names=["kernel", "op", "iteration"]
+        [gv // n_ops, gv % n_ops - 1, iters], names=["kernel", "op", "iteration"]
     )
-    return _group_major_columns(out, index, ["kernel", "op"])
+    u = lay[0]
+    groups = pd.MultiIndex.from_arrays([u // n_ops, u % n_ops - 1], names=names)
+    return _framed(out, index, names, groups, lay[1:])
 
 
 def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
@@ -384,10 +494,17 @@ def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
 def _explode(path_of_row: np.ndarray, src: np.ndarray, dst: np.ndarray):
     """Rows repeated once per group node above them: (row index, group)."""
     order = np.argsort(src, kind="stable")
-    s_sorted, d_sorted = src[order], dst[order]
-    lo = np.searchsorted(s_sorted, path_of_row, side="left")
-    hi = np.searchsorted(s_sorted, path_of_row, side="right")
-    rows, at = intervals.expand_runs(lo, hi - lo)
+    d_sorted = dst[order]
+    # each path's run of edges, by counting: the paths are small integers
+    n = max(
+        [int(src.max()) + 1 if len(src) else 0]
+        + [int(path_of_row.max()) + 1] * (len(path_of_row) > 0)
+    )
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=bounds[1:])
+    p = np.maximum(path_of_row, 0)
+    lo = bounds[p]
+    rows, at = intervals.expand_runs(lo, np.where(path_of_row >= 0, bounds[p + 1] - lo, 0))
     return rows, d_sorted[at]
 
 
@@ -426,7 +543,10 @@ def _flatten_to_groups(
     if lane is not None and len(start) and int(lane.max()) > 0:
         t0, width = int(start.min()), int(end.max() - start.min()) + 1
         shift = (np.asarray(lane) * width - t0).astype(np.int64)
-    p_alone = np.bincount(pair[alone], weights=end[alone] - start[alone], minlength=n_pairs)
+    if alone.all():  # one stream: every interval; no copies of them
+        p_alone = np.bincount(pair, weights=end - start, minlength=n_pairs)
+    else:
+        p_alone = np.bincount(pair[alone], weights=end[alone] - start[alone], minlength=n_pairs)
     p_first = np.full(n_pairs, np.iinfo(np.int64).max)
     p_last = np.full(n_pairs, np.iinfo(np.int64).min)
     np.minimum.at(p_first, pair, start)
@@ -457,6 +577,35 @@ def _sorted_factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return uniq[order], rank[inv]
+
+
+# a dense lookup table may have this many slots per row coded, and DENSE_MIN_SLOTS at least
+DENSE_SLOTS_PER_ROW = 4
+DENSE_MIN_SLOTS = 1 << 20
+
+
+def _codes(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, Callable]:
+    """np.unique(key, return_inverse=True) of keys in ``0..size-1``, and a lookup giving
+    other keys' positions among the uniques (-1: absent).
+
+    A table over the whole range when it is small next to the rows (a window's
+    (path, iteration) keys are): counting and gathers, no hashing, sorting or binary search.
+    """
+    if size <= max(DENSE_SLOTS_PER_ROW * len(key), DENSE_MIN_SLOTS):
+        seen = np.zeros(size, bool)
+        seen[key] = True
+        uniq = np.flatnonzero(seen)
+        del seen
+        pos = np.full(size, -1, np.int64)
+        pos[uniq] = np.arange(len(uniq))
+        return uniq, pos[key], pos.__getitem__
+    uniq, inv = _sorted_factorize(key)
+
+    def lookup(v: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(uniq, v), max(len(uniq) - 1, 0))
+        return np.where(uniq[at] == v, at, -1) if len(uniq) else np.full(len(v), -1)
+
+    return uniq, inv, lookup
 
 
 def _factorize(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -500,6 +649,7 @@ def _group_iter(
             (src, dst),
             inst_iter,
             gpu_iter,
+            windows[w],
             inst_rows[w],
             gpu_rows[w],
             lanes,
@@ -511,9 +661,24 @@ def _group_iter(
         keys, cols = parts[0]
     else:  # the parts' rows in key order, one column at a time
         keys = np.concatenate([p[0] for p in parts])
-        order = np.argsort(keys, kind="stable")
+        # each part is sorted and holds later iterations than the one before: a stable
+        # sort by group alone (radix, when the groups fit 16 bits) gives the key order
+        grp = keys // n_it
+        small = len(grp) == 0 or int(grp.max()) < 1 << 15
+        order = np.argsort(grp.astype(np.int16) if small else keys, kind="stable")
+        del grp
         keys = keys[order]
-        cols = {n: np.concatenate([p[1].pop(n) for p in parts])[order] for n in _GROUP_COLS}
+        dest = _inverse(order)  # where each part row goes
+        del order
+        cols = {}
+        for n in _GROUP_COLS:  # each part's rows put in place: no concatenated copy
+            col = cols[n] = np.empty(len(dest), np.int64)
+            at = 0
+            for p in parts:
+                v = p[1].pop(n)
+                col[dest[at : at + len(v)]] = v
+                at += len(v)
+        del dest
     del parts
     return pd.DataFrame(
         cols,
@@ -529,6 +694,7 @@ def _group_part(
     edges: tuple[np.ndarray, np.ndarray],
     inst_iter: np.ndarray,
     gpu_iter: np.ndarray,
+    window: tuple[int, int],
     ix: np.ndarray | None,
     gx: np.ndarray | None,
     lanes: _LaneTable,
@@ -547,7 +713,10 @@ def _group_part(
     leaf[par[par >= 0]] = False  # "No. Calls Aggregated" counts the calls of leaf nodes
     uses = _take(m.tc_gpu_ns, ix) > 0
     # per (path, iteration) sums, then spread to the group nodes above each path
-    pk, pinv = _factorize(inst_path * n_it + iit)
+    a, b = window
+    w = b - a  # keys below are (path or group) * w + iteration - a: a small dense range
+    n_paths = len(c.paths)
+    pk, pinv, pair_at = _codes(inst_path * w + (iit - a), n_paths * w)
     if len(pk) == 0 and ix is not None:
         return None  # a window without instances: its GPU work has no (path, iteration) pair
     per_path = {
@@ -556,16 +725,15 @@ def _group_part(
         "elig": np.bincount(pinv, weights=elig, minlength=len(pk)),
         "tc": np.bincount(pinv, weights=elig & uses, minlength=len(pk)),
     }
-    r, grp = _explode(pk // n_it, src, dst)
-    keys, kinv = _sorted_factorize(grp * n_it + (pk % n_it)[r])
+    r, grp = _explode(pk // w, src, dst)
+    keys, kinv, key_at = _codes(grp * w + (pk % w)[r], n_paths * w)
     nk = len(keys)
     summed = {k: np.bincount(kinv, weights=v[r], minlength=nk).astype(np.int64)
               for k, v in per_path.items()}  # fmt: skip
     # CPU: each instance covers only the groups its enclosing instance does not
     parent = _take(c.inst["parent"].to_numpy(np.int64), ix)
     par_path = np.where(parent >= 0, inst_path_all[np.maximum(parent, 0)], -1)
-    n_paths = len(c.paths) + 1
-    pair_codes, pair_inv = _factorize(inst_path * n_paths + (par_path + 1))
+    pair_codes, pair_inv, _ = _codes(inst_path * (n_paths + 1) + (par_path + 1), (n_paths + 1) ** 2)
     order = np.argsort(src, kind="stable")
     s_sorted, d_sorted = src[order], dst[order]
 
@@ -578,20 +746,19 @@ def _group_part(
     e_src, e_dst = [], []
     for code_i, pc in enumerate(pair_codes.tolist()):  # unique (path, parent path) pairs only
         if pc not in pair_groups:
-            own, parp = divmod(pc, n_paths)
+            own, parp = divmod(pc, n_paths + 1)
             pair_groups[pc] = sorted(groups_of(own) - groups_of(parp - 1))
         for g in pair_groups[pc]:
             e_src.append(code_i)
             e_dst.append(g)
     cr, cgrp = _explode(pair_inv, np.asarray(e_src, np.int64), np.asarray(e_dst, np.int64))
-    ckey = cgrp * n_it + iit[cr]
-    cpos = np.minimum(np.searchsorted(keys, ckey), nk - 1)
-    ok = keys[cpos] == ckey
+    cpos = key_at(cgrp * w + (iit[cr] - a))
+    ok = cpos >= 0
     rows, cpos = cr[ok], cpos[ok]
     if ix is not None:
         rows = ix[rows]
     # the exploded (instance, group) temporaries go before the union allocates its own
-    del cr, cgrp, ckey, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
+    del cr, cgrp, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
     del inst_path, iit, op, elig, uses, parent
     cpu = intervals.union_length(cpos, c.inst["start_ns"].to_numpy(np.int64)[rows],
                                  c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
@@ -602,9 +769,7 @@ def _group_part(
     gi = _take(g["inst"].to_numpy(np.int64), gx)
     gsel = gi >= 0
     gpu_pair = np.full(len(gi), -1, dtype=np.int64)  # GPU work of pairs with no instance: none
-    gpu_pair[gsel] = pd.Index(pk).get_indexer(
-        inst_path_all[gi[gsel]] * n_it + _take(gpu_iter, gx)[gsel]
-    )
+    gpu_pair[gsel] = pair_at(inst_path_all[gi[gsel]] * w + (_take(gpu_iter, gx)[gsel] - a))
     del gi, gsel
     gpu, first, last = _flatten_to_groups(
         gpu_pair,
@@ -630,7 +795,7 @@ def _group_part(
         "tc_eligible_ops": summed["elig"],
         "tc_ops": summed["tc"],
     }
-    return keys, cols
+    return keys // w * n_it + (keys % w + a), cols
 
 
 class _LaneTable:
@@ -744,7 +909,7 @@ def _time_iter(
     for a, b in windows:
         lo, hi = int(it.bounds_ns[a]), int(it.bounds_ns[b])
         rows = None if len(windows) == 1 else np.flatnonzero((gs < hi) & (ge > lo))
-        cats = _gpu_categories(g, rows, lanes.of(rows))
+        cats, alone_from = _gpu_categories(g, rows, lanes.of(rows))
         for ms, me in host_merged:
             i0, i1 = (0, len(ms)) if rows is None else (
                 int(np.searchsorted(me, lo, side="right")), int(np.searchsorted(ms, hi))
@@ -758,7 +923,7 @@ def _time_iter(
                 )
             )
         del rows
-        _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum)
+        _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum, alone_from)
     parts = np.diff(cum, axis=0)
     wall = np.tile(it.durations_ns(), n_lanes)
     out = pd.DataFrame({name: parts[i] for i, name in enumerate(CATEGORIES)})
@@ -774,19 +939,22 @@ def _time_iter(
 
 def _gpu_categories(
     g: pd.DataFrame, rows: np.ndarray | None, lane: np.ndarray
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], list[int]]:
     """Flattened pieces (lane, start, end) of the Tensor Core, other kernel and memory work of
-    the GPU rows ``rows`` (None: all)."""
+    the GPU rows ``rows`` (None: all), and per category where its pieces of work that
+    overlaps no other GPU work begin (they come last)."""
     gs = _take(g["start_ns"].to_numpy(np.int64), rows)
     ge = _take(g["end_ns"].to_numpy(np.int64), rows)
     tc = _take(g["uses_tc"].to_numpy(bool), rows)
     mem = _take(g["is_memory"].to_numpy(bool), rows)
     alone = _take(g["isolated"].to_numpy(bool), rows)
     cats: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    alone_from: list[int] = []
     for sel in (tc, ~tc & ~mem, mem):
         # work that overlaps nothing is already a flattened piece of its own
         ml, ms, me = intervals.merge(lane[sel & ~alone], gs[sel & ~alone], ge[sel & ~alone])
         one = sel & alone
+        alone_from.append(len(ml))
         cats.append(
             (
                 np.concatenate([ml, lane[one]]),
@@ -794,7 +962,35 @@ def _gpu_categories(
                 np.concatenate([me, np.maximum(ge[one], gs[one])]),
             )
         )
-    return cats
+    return cats, alone_from
+
+
+def _clip(
+    start: np.ndarray, end: np.ndarray, bounds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of :func:`intervals.clip_to_windows`, maybe in another order: intervals
+    inside one window (nearly all: kernels are short next to iterations) take one binary
+    search and no expansion; only those across a window edge are split by it."""
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    nwin = len(bounds) - 1
+    if nwin <= 0 or len(start) == 0:
+        return intervals.clip_to_windows(start, end, bounds)
+    s = np.clip(start, bounds[0], bounds[-1])
+    e = np.clip(end, bounds[0], bounds[-1])
+    win = np.searchsorted(bounds, s, side="right") - 1
+    np.clip(win, 0, nwin - 1, out=win)
+    inside = e <= bounds[win + 1]
+    keep = inside & (e > s)
+    row = np.flatnonzero(keep)
+    out = (row, win[row], s[row], e[row])
+    if bool(inside.all()):
+        return out
+    across = np.flatnonzero(~inside)
+    r2, w2, s2, e2 = intervals.clip_to_windows(start[across], end[across], bounds)
+    return tuple(  # type: ignore[return-value]
+        np.concatenate([a, b]) for a, b in zip(out, (across[r2], w2, s2, e2), strict=True)
+    )
 
 
 def _cumulative_union(
@@ -803,30 +999,52 @@ def _cumulative_union(
     it0: int,
     n_it: int,
     cum: np.ndarray,
+    alone_from: list[int] | None = None,
 ) -> None:
     """Add to ``cum[k + 1]`` the union length of categories 0..k per (lane, iteration), for
-    the iterations ``it0 ..`` whose edges are ``bounds`` (pieces clipped to them)."""
+    the iterations ``it0 ..`` whose edges are ``bounds`` (pieces clipped to them).
+
+    ``alone_from[k]``: category k's pieces from there on overlap no other piece of the first
+    ``len(alone_from)`` categories (GPU work that overlaps no other GPU work: on one stream,
+    all of it). Up to those categories they just add their lengths, and are merged once,
+    with the first category after them, not once per category.
+    """
     ngroups = cum.shape[1]
-    acc_l: list[np.ndarray] = []
-    acc_s: list[np.ndarray] = []
-    acc_e: list[np.ndarray] = []
+    acc: list[list[np.ndarray]] = [[], [], []]  # (key, start, end) pieces to merge
+    aside: list[list[np.ndarray]] = [[], [], []]  # alone pieces, not merged yet
+    n_alone = len(alone_from) if alone_from is not None else 0
+    alone_len = np.zeros(ngroups, np.float64)  # the aside pieces' summed lengths
     for k in range(len(cats)):
         cl, cs, ce = cats[k]
         cats[k] = _DONE  # each category's pieces go once clipped, not at the end
-        row, win, ps, pe = intervals.clip_to_windows(cs, ce, bounds)
+        row, win, ps, pe = _clip(cs, ce, bounds)
         del cs, ce
-        acc_l.append(cl[row] * n_it + (win + it0))
-        acc_s.append(ps)
-        acc_e.append(pe)
-        del cl, row, win, ps, pe
-        # union of categories 0..k, merged again so the arrays stay small
-        gk, sk, ek = intervals.merge(
-            np.concatenate(acc_l), np.concatenate(acc_s), np.concatenate(acc_e)
-        )
-        acc_l, acc_s, acc_e = [gk], [sk], [ek]
-        cum[k + 1] += np.bincount(
-            gk, weights=(ek - sk).astype(np.float64), minlength=ngroups
-        ).astype(np.int64)
+        lk = cl[row] * n_it + (win + it0)
+        del cl, win
+        if k < n_alone:
+            assert alone_from is not None
+            one = row >= alone_from[k]
+            alone_len += np.bincount(
+                lk[one], weights=(pe[one] - ps[one]).astype(np.float64), minlength=ngroups
+            )
+            for part, v in zip(aside, (lk, ps, pe), strict=True):
+                part.append(v[one])
+            rest = ~one
+            lk, ps, pe = lk[rest], ps[rest], pe[rest]
+            del one, rest
+        else:  # this category overlaps the aside pieces: merge them all from here on
+            for part, extra in zip(acc, aside, strict=True):
+                part.extend(extra)
+            aside = [[], [], []]
+            alone_len[:] = 0
+        for part, v in zip(acc, (lk, ps, pe), strict=True):
+            part.append(v)
+        del row, lk, ps, pe
+        # union of categories 0..k (but the aside pieces), merged again so the arrays stay small
+        gk, sk, ek = intervals.merge(*(np.concatenate(part) for part in acc))
+        acc = [[gk], [sk], [ek]]
+        union = np.bincount(gk, weights=(ek - sk).astype(np.float64), minlength=ngroups)
+        cum[k + 1] += (union + alone_len).astype(np.int64)
 
 
 def _agg_of(col: str) -> str:
@@ -936,28 +1154,6 @@ def group_major(frame: pd.DataFrame, level: str | list[str]) -> pd.DataFrame:
     combine() does not sort again.
     """
     return _laid_out(frame, level)[0]
-
-
-def _group_major_columns(
-    cols: dict[str, np.ndarray], index: pd.MultiIndex, level: str | list[str]
-) -> pd.DataFrame:
-    """``group_major(pd.DataFrame(cols, index=index), level)``, reordering one column at a
-    time (each replaced in ``cols`` as it goes) instead of copying the whole frame at once."""
-    groups, key, span, it0, order = _group_order(pd.DataFrame(index=index), level)
-    if order is not None:
-        index = index.take(order)
-        for name in list(cols):
-            cols[name] = cols[name][order]
-    frame = pd.DataFrame(cols, index=index, copy=False)
-    del cols
-    lay_cols = {}
-    for col in frame.columns:
-        v = frame[col].to_numpy()
-        lay_cols[col] = v.astype(np.int64) if v.dtype == bool else v
-    frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = _Layout(
-        groups, key, span, it0, lay_cols
-    )
-    return frame
 
 
 def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd.DataFrame:

@@ -93,7 +93,7 @@ def test_a_kernel_across_window_edges_is_clipped_into_each_iteration(monkeypatch
     assert busy[:3].tolist() == [50, 100, 300]  # 50..100, 100..200, 200..500
 
 
-@pytest.mark.parametrize("n_it", [1, 3, 40])
+@pytest.mark.parametrize("n_it", [1, 3, 40, 600])  # 600: over 255 windows
 def test_window_rows_are_each_windows_rows_in_row_order(n_it):
     """One sort for every window gives what a scan per window gives, rows outside every
     window (before the first iteration, past the last) in none."""
