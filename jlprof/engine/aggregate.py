@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,17 +139,30 @@ def _stats_arrays(
     """:func:`_group_stats`' sorted unique keys and columns, for a non-empty ``key``."""
     order = np.argsort(key, kind="stable")  # timsort: fast on the nearly sorted keys we pass
     k = key[order]
-    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    starts, out = _run_stats(k, ((n, np.asarray(v)[order]) for n, v in cols.items()), mm)
+    return k[starts], out
+
+
+def _run_stats(
+    key: np.ndarray, values: Iterable[tuple[str, np.ndarray]], mm: set[str]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Sum (and min/max for names in ``mm``) of each column over the runs of a sorted key.
+
+    ``values`` yields (name, column in key order) one at a time, so each gathered column is
+    freed before the next is made. Returns the runs' starts and ``{name}_sum``/``_min``/
+    ``_max`` plus ``calls`` (run lengths).
+    """
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
     out: dict[str, np.ndarray] = {}
-    for name, v in cols.items():
-        vs = np.asarray(v, dtype=np.int64)[order]
+    for name, v in values:
+        vs = np.asarray(v, dtype=np.int64)
         out[f"{name}_sum"] = np.add.reduceat(vs, starts)
         if name in mm:
             out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
             out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
-        del vs
-    out["calls"] = np.diff(np.append(starts, len(k)))
-    return k[starts], out
+        del v, vs
+    out["calls"] = np.diff(np.append(starts, len(key)))
+    return starts, out
 
 
 def _gather(v: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -207,16 +220,7 @@ def _group_major_stats(
         del gv, li
         idx = order if rows is None else rows[order]
         del order
-        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-        out: dict[str, np.ndarray] = {}
-        for name, f in take.items():
-            vs = np.asarray(f(idx), dtype=np.int64)
-            out[f"{name}_sum"] = np.add.reduceat(vs, starts)
-            if name in mm:
-                out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
-                out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
-            del vs
-        out["calls"] = np.diff(np.append(starts, len(key)))
+        starts, out = _run_stats(key, ((n, f(idx)) for n, f in take.items()), mm)
         k = key[starts]
         del key, idx, starts
         kparts.append(k // (b - a) * n_it + (k % (b - a) + a))
