@@ -360,7 +360,9 @@ def _write_text(streams: list[TextStream], df: pd.DataFrame) -> None:
     lay = layout(df)
     plans = [Plan(lay, s.fmt, *s.glues(df)) for s in live]
     del lay
-    rows = min(*(s.rows for s in live), *(p.max_rows for p in plans))
+    # formats written together share the batch: the text in flight stays one format's
+    rows = max(1, min(s.rows for s in live) // len(live))
+    rows = min(rows, *(p.max_rows for p in plans))
     for lo, hi in _batches(len(df), rows):
         done: dict[Any, pa.Array] = {}
         for s, plan in zip(live, plans, strict=True):
