@@ -91,6 +91,8 @@ _INT_CODED_SHARE = 1 / 16
 _MAX_COMBOS = 1 << 16
 #: the most bytes a rendered number takes (int64: 20; a float's repr: 24)
 _RENDER_BYTES = 32
+#: the most text in one batch: Arrow's string offsets are int32
+_MAX_BATCH_BYTES = 2**31 - 1
 
 
 def _dense(key: np.ndarray, span: int, most: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -260,7 +262,7 @@ class Plan:
         widest = [pc.max(pc.binary_length(t)).as_py() or 0 for t in tables]
         row_bytes = sum(widest) + _RENDER_BYTES * sum(k == "render" for k, _ in pieces)
         #: rows per batch that keep a batch's text under Arrow's 2 GB string offsets
-        self.max_rows = max(1, (2**31 - 1) // max(row_bytes, 1))
+        self.max_rows = max(1, _MAX_BATCH_BYTES // max(row_bytes, 1))
 
     def _render(self, col: int, lo: int, hi: int, done: dict[Any, pa.Array]) -> pa.Array:
         kind, values = self.values[col]
