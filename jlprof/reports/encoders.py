@@ -1,16 +1,19 @@
 """Report frames to CSV, JSON and Parquet bytes, streamed in row batches through Arrow.
 
 Why not ``DataFrame.to_csv``/``to_json``: at 1M rows they take seconds in Python-level
-formatting and build the whole file as one string (twice the memory). Here every column is
-turned into an Arrow string array per batch and the batch's rows are joined in C++
-(``binary_join_element_wise``); the joined array's data buffer *is* the batch's text.
+formatting and build the whole file as one string (twice the memory). Here a frame is laid out
+once (:func:`layout`): adjacent low-cardinality columns (categoricals, objects, strings, bools,
+narrow ints) become one run of codes of their distinct combinations, the other columns (wide
+ints, floats) are rendered per batch. A format (:class:`Plan`) renders only the combinations
+and its glue texts, into one Arrow string array; a batch's rows are then one ``take`` from it
+and the batch's rendered numbers, row by row, whose data buffer *is* the batch's text.
 
 The text is the one pandas writes: CSV byte for byte (``to_csv(index=False)``: Python's csv
 module quoting, numpy's float repr, empty cells for missing values), JSON value for value
-(``to_json(orient="records", indent=2, double_precision=15)``). Low-cardinality columns
-(categoricals, objects, strings) are rendered once per distinct value, by the very functions
-pandas uses, and gathered by code per batch. Dtypes outside that set (datetimes, ...) fall back
-to pandas per batch, still streamed.
+(``to_json(orient="records", indent=2, double_precision=15)``). Distinct values are rendered by
+the very functions pandas uses. Dtypes outside that set (datetimes, ...) fall back to pandas
+per batch, still streamed. A frame given to CSV and JSON together (:func:`write_frames`, the
+iteration report) is laid out once and its integers rendered once per batch for both.
 """
 
 from __future__ import annotations
