@@ -1,16 +1,19 @@
 """Report frames to CSV, JSON and Parquet bytes, streamed in row batches through Arrow.
 
 Why not ``DataFrame.to_csv``/``to_json``: at 1M rows they take seconds in Python-level
-formatting and build the whole file as one string (twice the memory). Here every column is
-turned into an Arrow string array per batch and the batch's rows are joined in C++
-(``binary_join_element_wise``); the joined array's data buffer *is* the batch's text.
+formatting and build the whole file as one string (twice the memory). Here a frame is laid out
+once (:func:`layout`): adjacent low-cardinality columns (categoricals, objects, strings, bools,
+narrow ints) become one run of codes of their distinct combinations, the other columns (wide
+ints, floats) are rendered per batch. A format (:class:`Plan`) renders only the combinations
+and its glue texts, into one Arrow string array; a batch's rows are then one ``take`` from it
+and the batch's rendered numbers, row by row, whose data buffer *is* the batch's text.
 
 The text is the one pandas writes: CSV byte for byte (``to_csv(index=False)``: Python's csv
 module quoting, numpy's float repr, empty cells for missing values), JSON value for value
-(``to_json(orient="records", indent=2, double_precision=15)``). Low-cardinality columns
-(categoricals, objects, strings) are rendered once per distinct value, by the very functions
-pandas uses, and gathered by code per batch. Dtypes outside that set (datetimes, ...) fall back
-to pandas per batch, still streamed.
+(``to_json(orient="records", indent=2, double_precision=15)``). Distinct values are rendered by
+the very functions pandas uses. Dtypes outside that set (datetimes, ...) fall back to pandas
+per batch, still streamed. A frame given to CSV and JSON together (:func:`write_frames`, the
+iteration report) is laid out once and its integers rendered once per batch for both.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -29,8 +32,6 @@ import pyarrow.compute as pc
 
 #: rows per batch: ~15-30 MB of text for the iteration report, about a ms of Python per batch
 BATCH_ROWS = 32_768
-
-Render = Callable[[int, int], pa.Array]
 
 
 def _csv_field(value: Any) -> str:
@@ -52,7 +53,7 @@ def _coded(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """Codes (``-1`` = missing) and distinct values of a low-cardinality column."""
     if isinstance(values.dtype, pd.CategoricalDtype):
         cats = np.asarray(values.cat.categories.astype(object), dtype=object)
-        return values.cat.codes.to_numpy(np.int32), cats
+        return values.cat.codes.to_numpy(), cats  # int8/int16: narrower to merge
     if values.dtype == object and pd.api.types.infer_dtype(values, skipna=True) not in (
         "string",
         "empty",
@@ -87,29 +88,27 @@ def _plain_kind(s: pd.Series) -> str | None:
     return None
 
 
-@dataclass
-class Coded:
-    """A column (or a run of adjacent columns) as codes into its rendered distinct texts."""
-
-    codes: np.ndarray  # indices into ``table``: uint16 when it has at most 65,536 entries
-    table: Any  # list[str], then a pyarrow string array once planned
-
-    def __post_init__(self) -> None:
-        # a 10M-row report holds one codes array per coded column while it is planned
-        if len(self.table) <= 1 << 16 and self.codes.dtype != np.uint16:
-            self.codes = self.codes.astype(np.uint16)
-
-
-Part = Coded | Render
-
 #: integer columns spanning at most this share of the rows are rendered per distinct value
 _INT_CODED_SHARE = 1 / 16
 #: a run of coded columns is merged only while its distinct combinations stay this few
 _MAX_COMBOS = 1 << 16
+#: the most bytes a rendered number takes (int64: 20; a float's repr: 24)
+_RENDER_BYTES = 32
+#: the most text in one batch: Arrow's string offsets are int32
+_MAX_BATCH_BYTES = 2**31 - 1
 
 
-def _coded_part(codes: np.ndarray, rendered: list[str], missing: str) -> Coded:
-    return Coded(np.where(codes < 0, len(rendered), codes).astype(np.int32), [*rendered, missing])
+def _dense(key: np.ndarray, span: int, most: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Codes (uint16 when few) of the distinct values of ``key`` (intp in ``0..span-1``) and
+    those values, sorted; None when there are more than ``most``."""
+    present = np.zeros(span, bool)
+    present[key] = True
+    uniq = np.flatnonzero(present)
+    if len(uniq) > most:
+        return None
+    remap = np.zeros(span, np.uint16 if len(uniq) <= 1 << 16 else np.int32)
+    remap[uniq] = np.arange(len(uniq))
+    return remap[key], uniq
 
 
 def _small_ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -119,127 +118,206 @@ def _small_ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     lo, hi = int(a.min()), int(a.max())
     if hi - lo > max(256, int(len(a) * _INT_CODED_SHARE)):
         return None
-    off = (a - lo).astype(np.int64) if a.dtype.kind == "i" else (a - np.uint64(lo)).astype(np.int64)
-    present = np.zeros(hi - lo + 1, bool)
-    present[off] = True
-    uniq = np.flatnonzero(present)
-    remap = np.zeros(hi - lo + 1, np.int32)
-    remap[uniq] = np.arange(len(uniq), dtype=np.int32)
-    return remap[off], uniq
+    # intp offsets: numpy indexes with them as they are (int32 ones are converted, twice)
+    off = np.subtract(a, a.dtype.type(lo), dtype=np.intp, casting="unsafe")
+    return _dense(off, hi - lo + 1, len(a))
 
 
-def _part(s: pd.Series, fmt: str) -> Part | None:
-    """How one column is rendered in ``fmt`` (csv/json); None: a dtype only pandas formats."""
-    kind = _plain_kind(s)
+#: a coded column's distinct texts in a format (csv/json), the missing value's last if any
+Texts = Callable[[str], list[str]]
+
+
+@dataclass
+class Run:
+    """Adjacent low-cardinality columns as codes of their distinct combinations, the same
+    for every format: each format only renders the (few) combinations."""
+
+    codes: np.ndarray  # per row: uint16 when there are at most 65,536 combinations
+    members: list[tuple[int, np.ndarray]]  # (column, its distinct value per combination)
+    size: int  # combinations
+
+    def __post_init__(self) -> None:
+        # a 10M-row report holds one codes array per run while it is planned
+        if self.size <= 1 << 16 and self.codes.dtype.itemsize > 2:
+            self.codes = self.codes.astype(np.uint16)
+
+
+@dataclass
+class Layout:
+    """A frame's rows in any text format: runs of coded columns (:class:`Run`) and the
+    positions of the columns rendered per batch, in column order; what each format needs of
+    a column (its texts, or its values to render)."""
+
+    segments: list[Run | int]
+    texts: dict[int, Texts]  # coded columns
+    values: dict[int, tuple[str, np.ndarray]]  # rendered columns: (int/float, values)
+
+
+def _coded_column(s: pd.Series, kind: str) -> tuple[np.ndarray, int, Texts] | None:
+    """Codes, count of distinct texts and the texts of a column rendered per distinct value;
+    None for a column rendered per batch (wide-ranging integers, floats)."""
     if kind == "int":
         a = s.to_numpy()
         small = _small_ints(a)
-        if small is not None:  # Python's int text: what both pandas writers print
-            base = int(a.min())
-            return Coded(small[0], [str(base + int(v)) for v in small[1]])
-        return lambda lo, hi: pc.cast(pa.array(a[lo:hi]), pa.string())
+        if small is None:
+            return None
+        base = int(a.min())
+        words = [str(base + int(v)) for v in small[1]]  # what both pandas writers print
+        return small[0], len(words), lambda _fmt: words
     if kind == "bool":
-        words = ["False", "True"] if fmt == "csv" else ["false", "true"]
-        return Coded(s.to_numpy().astype(np.int32), words)
-    if kind == "float":
-        f = s.to_numpy()
-        return _csv_floats(f) if fmt == "csv" else _json_floats(f)
+        return (
+            s.to_numpy().view(np.uint8),
+            2,
+            lambda fmt: ["False", "True"] if fmt == "csv" else ["false", "true"],
+        )
     if kind == "coded":
         codes, uniq = _coded(s)
-        if fmt == "csv":
-            return _coded_part(codes, [_csv_field(v) for v in uniq], "")
-        return _coded_part(codes, _json_values(uniq), "null")
+        if len(codes) and int(codes.min()) < 0:  # the missing value's text is the last
+            codes = np.where(codes < 0, np.int32(len(uniq)), codes)
+
+        def texts(fmt: str) -> list[str]:
+            if fmt == "csv":
+                return [*(_csv_field(v) for v in uniq), ""]
+            return [*_json_values(uniq), "null"]
+
+        return codes, len(uniq) + 1, texts
     return None
 
 
-def _csv_floats(f: np.ndarray) -> Render:
-    def floats(lo: int, hi: int) -> pa.Array:
-        part = f[lo:hi]
-        text = part.astype(str)  # what pandas writes: numpy's repr of each float
-        text[np.isnan(part)] = ""
-        return pa.array(text, pa.string())
-
-    return floats
-
-
-def _json_floats(f: np.ndarray) -> Render:
-    def floats(lo: int, hi: int) -> pa.Array:
-        # pandas' own encoder, so the 15-digit rounding is exactly today's
-        text = pd.Series(f[lo:hi]).to_json(orient="values", double_precision=15)
-        return pa.array(text[1:-1].split(",") if hi > lo else [], pa.string())
-
-    return floats
-
-
-def _merge(a: Coded, b: Coded, glue: str) -> Coded | None:
-    """One coded part for two adjacent ones (``a`` + ``glue`` + ``b`` per distinct pair), or
-    None when they have too many distinct pairs to be worth it."""
-    nb = len(b.table)
-    span = len(a.table) * nb
+def _merge(a: Run, b: Run) -> Run | None:
+    """One run for two adjacent ones (a code per distinct pair of their codes), or None when
+    they have too many distinct pairs to be worth it."""
+    nb = b.size
+    span = a.size * nb
     if span > 1 << 26:
         return None
-    key = a.codes.astype(np.int64) * nb + b.codes
-    present = np.zeros(span, bool)
-    present[key] = True
-    uniq = np.flatnonzero(present)
-    if len(uniq) > _MAX_COMBOS:
+    key = np.multiply(a.codes, nb, dtype=np.intp)  # intp: indexes as it is
+    key += b.codes
+    dense = _dense(key, span, _MAX_COMBOS)
+    if dense is None:
         return None
-    remap = np.zeros(span, np.int32)
-    remap[uniq] = np.arange(len(uniq), dtype=np.int32)
-    ta, tb = a.table, b.table
-    return Coded(remap[key], [ta[u // nb] + glue + tb[u % nb] for u in uniq.tolist()])
+    codes, uniq = dense
+    ua, ub = uniq // nb, uniq % nb
+    members = [(c, v[ua]) for c, v in a.members] + [(c, v[ub]) for c, v in b.members]
+    return Run(codes, members, len(uniq))
 
 
-def _row_plan(parts: Iterable[Part], glues: list[str], end: str) -> list[Any]:
-    """A row as join arguments: adjacent coded columns merged into one (fewer arguments, the
-    join's cost), each glue (the text before a column) and the row's end folded into coded
-    tables where they touch one."""
-    plan: list[Any] = []
-    for glue, part in zip(glues, parts, strict=True):
-        last = plan[-1] if plan else None
-        if isinstance(part, Coded):
-            if isinstance(last, Coded):
-                merged = _merge(last, part, glue)
-                if merged is not None:
-                    plan[-1] = merged
-                    continue
-            plan.append(Coded(part.codes, [glue + t for t in part.table]) if glue else part)
+def layout(df: pd.DataFrame) -> Layout:
+    """``df``'s :class:`Layout` (every column of a :func:`_plain_kind`): adjacent coded
+    columns merged into one run while their combinations stay few (fewer pieces per row)."""
+    out = Layout([], {}, {})
+    for j, c in enumerate(df.columns):
+        s = df[c]
+        kind = _plain_kind(s)
+        coded = _coded_column(s, kind)  # type: ignore[arg-type]
+        if coded is None:
+            out.values[j] = (kind, s.to_numpy())  # type: ignore[assignment]
+            out.segments.append(j)
+            continue
+        codes, size, out.texts[j] = coded
+        run = Run(codes, [(j, np.arange(size, dtype=np.int32))], size)
+        last = out.segments[-1] if out.segments else None
+        merged = _merge(last, run) if isinstance(last, Run) else None
+        if merged is not None:
+            out.segments[-1] = merged
         else:
-            if glue:
-                plan.append(glue)
-            plan.append(part)
-    if plan and isinstance(plan[-1], Coded):
-        plan[-1] = Coded(plan[-1].codes, [t + end for t in plan[-1].table])
-    else:
-        plan.append(end)
-    for p in plan:
-        if isinstance(p, Coded):
-            p.table = pa.array(p.table, pa.string())
-    return plan
+            out.segments.append(run)
+    return out
 
 
-def _rows(plan: list[Any], lo: int, hi: int) -> memoryview:
-    """The text of rows ``lo:hi``."""
-    args: list[Any] = []
-    for p in plan:
-        if isinstance(p, Coded):
-            args.append(p.table.take(pa.array(p.codes[lo:hi])))
-        elif isinstance(p, str):
-            args.append(p)
+def _suffixed(table: pa.Array, text: str) -> pa.Array:
+    return pc.binary_join_element_wise(table, text, "") if text else table
+
+
+class Plan:
+    """A :class:`Layout` in one format: a row is ``k`` pieces, each a text of one string array
+    (the runs' and glues' texts, then the batch's rendered columns); a batch's text is one
+    ``take`` of it, row by row, whose data buffer is the text (no per-column arrays to join).
+    Glues and the row's end are folded into the runs' texts where they touch one."""
+
+    def __init__(self, lay: Layout, fmt: str, glues: list[str], end: str) -> None:
+        self.fmt, self.values = fmt, lay.values
+        tables: list[pa.Array] = []
+        pieces: list[tuple[str, Any]] = []  # ("run", codes) | ("text", None) | ("render", col)
+        for seg in lay.segments:
+            if isinstance(seg, Run):
+                args: list[Any] = []
+                for c, idx in seg.members:
+                    args += [glues[c], pa.array(lay.texts[c](fmt), pa.string()).take(idx)]
+                tables.append(pc.binary_join_element_wise(*args, ""))
+                pieces.append(("run", seg.codes))
+                continue
+            if glues[seg]:
+                if pieces and pieces[-1][0] != "render":
+                    tables[-1] = _suffixed(tables[-1], glues[seg])
+                else:
+                    tables.append(pa.array([glues[seg]], pa.string()))
+                    pieces.append(("text", None))
+            pieces.append(("render", seg))
+        if pieces and pieces[-1][0] != "render":
+            tables[-1] = _suffixed(tables[-1], end)
         else:
-            args.append(p(lo, hi))
-    if not any(isinstance(a, pa.Array) for a in args):
-        args.insert(0, pa.array([""] * (hi - lo), pa.string()))
-    return _joined(args)
+            tables.append(pa.array([end], pa.string()))
+            pieces.append(("text", None))
+        self.starts = np.cumsum([0] + [len(t) for t in tables]).tolist()
+        self.base = pa.concat_arrays(tables)
+        self.pieces = pieces
+        widest = [pc.max(pc.binary_length(t)).as_py() or 0 for t in tables]
+        row_bytes = sum(widest) + _RENDER_BYTES * sum(k == "render" for k, _ in pieces)
+        #: rows per batch that keep a batch's text under Arrow's 2 GB string offsets
+        self.max_rows = max(1, _MAX_BATCH_BYTES // max(row_bytes, 1))
+
+    def _render(self, col: int, lo: int, hi: int, done: dict[Any, pa.Array]) -> pa.Array:
+        kind, values = self.values[col]
+        key = (col, "" if kind == "int" else self.fmt)  # ints print alike in both formats
+        if key not in done:
+            part = values[lo:hi]
+            if kind == "int":
+                done[key] = pc.cast(pa.array(part), pa.string())
+            elif self.fmt == "csv":
+                done[key] = _csv_floats(part)
+            else:
+                done[key] = _json_floats(part)
+        return done[key]
+
+    def rows(self, lo: int, hi: int, done: dict[Any, pa.Array]) -> memoryview:
+        """The text of rows ``lo:hi``; ``done``: the batch's rendered columns so far (shared
+        by the formats written together)."""
+        n = hi - lo
+        idx = np.empty((n, len(self.pieces)), np.int32)
+        arrays, at, t = [self.base], len(self.base), 0
+        for j, (kind, what) in enumerate(self.pieces):
+            if kind == "render":
+                arrays.append(self._render(what, lo, hi, done))
+                idx[:, j] = np.arange(at, at + n, dtype=np.int32)
+                at += n
+                continue
+            start = np.int32(self.starts[t])
+            if kind == "run":
+                np.add(what[lo:hi], start, out=idx[:, j], casting="unsafe")
+            else:
+                idx[:, j] = start
+            t += 1
+        text = pa.concat_arrays(arrays).take(pa.array(idx.reshape(-1)))
+        return _data(text)
 
 
-def _joined(parts: list[Any]) -> memoryview:
-    """The concatenated text of the row-wise join of ``parts`` (arrays and scalar strings)."""
-    j = pc.binary_join_element_wise(*parts, "")
-    if isinstance(j, pa.ChunkedArray):
-        j = j.combine_chunks()
-    offsets = np.frombuffer(j.buffers()[1], np.int32)[j.offset : j.offset + len(j) + 1]
-    data = j.buffers()[2]
+def _csv_floats(part: np.ndarray) -> pa.Array:
+    text = part.astype(str)  # what pandas writes: numpy's repr of each float
+    text[np.isnan(part)] = ""
+    return pa.array(text, pa.string())
+
+
+def _json_floats(part: np.ndarray) -> pa.Array:
+    # pandas' own encoder, so the 15-digit rounding is exactly today's
+    text = pd.Series(part).to_json(orient="values", double_precision=15)
+    return pa.array(text[1:-1].split(",") if len(part) else [], pa.string())
+
+
+def _data(text: pa.Array) -> memoryview:
+    """The concatenated values of a string array (its data buffer, no copy)."""
+    offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset : text.offset + len(text) + 1]
+    data = text.buffers()[2]
     if data is None or len(offsets) < 2:
         return memoryview(b"")
     return memoryview(data)[offsets[0] : offsets[-1]]
@@ -250,25 +328,71 @@ def _batches(n: int, rows: int) -> Iterator[tuple[int, int]]:
         yield lo, min(lo + rows, n)
 
 
+class TextStream:
+    """A text format written from consecutive frames (``write`` each, then ``close``).
+
+    Frames given to several streams at once through :func:`write_frames` are laid out once
+    (:func:`layout`) and written batch by batch to each, the batch's numbers rendered once."""
+
+    fmt = ""
+
+    def __init__(self, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
+        self.out, self.rows = out, rows
+
+    def write(self, df: pd.DataFrame) -> None:
+        _write_text([self], df)
+
+    def close(self) -> None:
+        pass
+
+    def begin(self, df: pd.DataFrame) -> bool:
+        """Start ``df``: True when its rows are left to :class:`Plan` (else written here)."""
+        raise NotImplementedError
+
+    def glues(self, df: pd.DataFrame) -> tuple[list[str], str]:
+        """The text before each column of a row, and after the row."""
+        raise NotImplementedError
+
+    def emit(self, text: memoryview, n: int) -> None:
+        """Write the text of ``n`` consecutive rows."""
+        raise NotImplementedError
+
+
+def _write_text(streams: list[TextStream], df: pd.DataFrame) -> None:
+    live = [s for s in streams if s.begin(df)]
+    if not live:
+        return
+    lay = layout(df)
+    plans = [Plan(lay, s.fmt, *s.glues(df)) for s in live]
+    del lay
+    # formats written together share the batch: the text in flight stays one format's
+    rows = max(1, min(s.rows for s in live) // len(live))
+    rows = min(rows, *(p.max_rows for p in plans))
+    for lo, hi in _batches(len(df), rows):
+        done: dict[Any, pa.Array] = {}
+        for s, plan in zip(live, plans, strict=True):
+            s.emit(plan.rows(lo, hi, done), hi - lo)
+
+
+def write_frames(streams: list[Any], df: pd.DataFrame) -> None:
+    """``s.write(df)`` for each stream; the text streams among them (those whose ``write`` is
+    :class:`TextStream`'s) share the frame's layout and each batch's rendered numbers."""
+    shared = [s for s in streams if isinstance(s, TextStream) and type(s).write is TextStream.write]
+    for s in streams:
+        if not any(s is t for t in shared):
+            s.write(df)
+    if shared:
+        _write_text(shared, df)
+
+
 def write_csv(
     df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS, header: bool = True
 ) -> None:
     """``df.to_csv(out, index=False)``, byte for byte, in batches of ``rows``; ``header=False``:
     the rows only (a later part of a streamed report)."""
-    if len(df.columns) < 2 or any(_plain_kind(df[c]) is None for c in df.columns):
-        # a dtype only pandas formats (or one column)
-        for i, (lo, hi) in enumerate(_batches(max(len(df), 1), rows)):
-            out.write(df.iloc[lo:hi].to_csv(index=False, header=header and i == 0).encode())
-        return
-    if header:
-        out.write((",".join(_csv_field(str(c)) for c in df.columns) + "\n").encode())
-    if len(df) == 0:
-        return
-    # parts made one at a time as the plan merges them: never every column's codes at once
-    parts = (_part(df[c], "csv") for c in df.columns)
-    plan = _row_plan(parts, ["", *[","] * (len(df.columns) - 1)], "\n")  # type: ignore[arg-type]
-    for lo, hi in _batches(len(df), rows):
-        out.write(_rows(plan, lo, hi))
+    stream = CsvRows(out, rows)
+    stream.started = not header
+    stream.write(df)
 
 
 def write_json(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
@@ -279,52 +403,72 @@ def write_json(df: pd.DataFrame, out: IO[bytes], rows: int = BATCH_ROWS) -> None
     stream.close()
 
 
-class JsonRecords:
+class JsonRecords(TextStream):
     """One JSON list of records written from consecutive frames (:func:`write_json` is one
     frame): each record is on its way to disk once its batch is formatted. The comma after a
     record is written with the next one, so the last needs no look-ahead."""
 
+    fmt = "json"
+
     def __init__(self, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
-        self.out, self.rows, self.count = out, rows, 0
+        super().__init__(out, rows)
+        self.count = 0
 
     def _record_text(self, text: str | memoryview | bytes) -> None:
         # every piece is records joined by ",\n", without the comma after the last
         self.out.write(b"[\n" if self.count == 0 else b",\n")
         self.out.write(text.encode() if isinstance(text, str) else text)
 
-    def write(self, df: pd.DataFrame) -> None:
+    def begin(self, df: pd.DataFrame) -> bool:
         if len(df) == 0:
-            return
+            return False
         if len(df.columns) == 0 or any(_plain_kind(df[c]) is None for c in df.columns):
             for lo, hi in _batches(len(df), self.rows):  # pandas' records, stitched
                 text = df.iloc[lo:hi].to_json(orient="records", indent=2, double_precision=15)
                 self._record_text(text[2:-2])  # without "[\n" and "\n]"
                 self.count += hi - lo
-            return
-        parts = (_part(df[c], "json") for c in df.columns)  # one at a time, as for CSV
+            return False
+        return True
+
+    def glues(self, df: pd.DataFrame) -> tuple[list[str], str]:
         keys = [json.dumps(str(c)) for c in df.columns]
         glues = [("  {\n    " if i == 0 else ",\n    ") + k + ":" for i, k in enumerate(keys)]
-        plan = _row_plan(parts, glues, "\n  },\n")  # type: ignore[arg-type]
-        for lo, hi in _batches(len(df), self.rows):
-            self._record_text(_rows(plan, lo, hi)[:-2])
-            self.count += hi - lo
+        return glues, "\n  },\n"
+
+    def emit(self, text: memoryview, n: int) -> None:
+        self._record_text(text[:-2])
+        self.count += n
 
     def close(self) -> None:
         self.out.write(b"[]" if self.count == 0 else b"\n]")
 
 
-class CsvRows:
+class CsvRows(TextStream):
     """One CSV file written from consecutive frames: the header with the first."""
 
+    fmt = "csv"
+
     def __init__(self, out: IO[bytes], rows: int = BATCH_ROWS) -> None:
-        self.out, self.rows, self.started = out, rows, False
+        super().__init__(out, rows)
+        self.started = False
 
-    def write(self, df: pd.DataFrame) -> None:
-        write_csv(df, self.out, self.rows, header=not self.started)
-        self.started = True
+    def begin(self, df: pd.DataFrame) -> bool:
+        header, self.started = not self.started, True
+        if len(df.columns) < 2 or any(_plain_kind(df[c]) is None for c in df.columns):
+            # a dtype only pandas formats (or one column)
+            for i, (lo, hi) in enumerate(_batches(max(len(df), 1), self.rows)):
+                text = df.iloc[lo:hi].to_csv(index=False, header=header and i == 0)
+                self.out.write(text.encode())
+            return False
+        if header:
+            self.out.write((",".join(_csv_field(str(c)) for c in df.columns) + "\n").encode())
+        return len(df) > 0
 
-    def close(self) -> None:
-        pass
+    def glues(self, df: pd.DataFrame) -> tuple[list[str], str]:
+        return ["", *[","] * (len(df.columns) - 1)], "\n"
+
+    def emit(self, text: memoryview, n: int) -> None:
+        self.out.write(text)
 
 
 def arrow_table(df: pd.DataFrame) -> pa.Table:

@@ -27,7 +27,7 @@ from jlprof import outputs
 from jlprof.errors import OptionError
 from jlprof.outputs import prepare_folder
 from jlprof.reports import ALIASES, REPORT_NAMES, REPORTS, catalog
-from jlprof.reports.encoders import STREAMS, WRITERS
+from jlprof.reports.encoders import STREAMS, WRITERS, write_frames
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -171,8 +171,7 @@ def _write_streamed(p: Analysis, todo: dict[str, Path], say: Callable[[str], Non
             for fmt, t in todo.items()
         ]
         for part in tables.iteration_parts(p, lo, hi):
-            for s in streams:
-                s.write(part)
+            write_frames(streams, part)  # CSV and JSON laid out once, batch by batch
             del part
         for s in streams:
             s.close()

@@ -208,3 +208,125 @@ def test_ordered_pieces_are_the_global_order_in_whole_iterations():
             assert not its & seen  # an iteration never spans two pieces
             seen |= its
             assert len(piece) <= rows or len(its) == 1
+
+
+# ---- formats written together (write_frames) ----------------------------------------------
+
+
+def _edge_frame(n: int = 60):
+    """Columns of every kind the encoders lay out: coded runs (categoricals with missing
+    values and characters to quote, narrow ints, bools, mixed objects), wide ints, uint64,
+    floats (rendered per format)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    ratio = rng.random(n) * 10.0 ** rng.integers(-8, 20, n)
+    return pd.DataFrame(
+        {
+            "Iteration": np.arange(n) // 6,
+            "Op": pd.Categorical(rng.choice(["conv", "a,b", 'say "hi"', "x\ny", ""], n)),
+            "Kind": pd.Categorical(rng.choice(["k", None, "m"], n)),
+            "Start (ns)": rng.integers(0, 2**62, n),
+            "Time (ns)": rng.integers(-5, 2**40, n),
+            "Big": rng.integers(0, 2**63, n).astype(np.uint64) * np.uint64(2),
+            "TC": rng.random(n) < 0.5,
+            "Grid": rng.choice([1, 7, 3136], n),
+            "ratio": np.where(rng.random(n) < 0.2, np.nan, ratio),
+            "mixed": rng.choice(np.array([1, "two", 3.5, None, True], dtype=object), n),
+            "Name": pd.Categorical(rng.choice(["void k<float>(int)", "memcpy"], n)),
+        }
+    )  # fmt: skip
+
+
+def _written_together(frame, cuts, rows=4):
+    """CSV, JSON and Parquet of ``frame`` given in parts to the three streams at once."""
+    import io
+    import itertools
+
+    outs = {f: io.BytesIO() for f in ("csv", "json", "parquet")}
+    streams = [encoders.STREAMS[f](outs[f], rows) for f in outs]
+    bounds = [0, *cuts, len(frame)]
+    for a, b in itertools.pairwise(bounds):
+        encoders.write_frames(streams, frame.iloc[a:b])
+    for s in streams:
+        s.close()
+    return {f: o.getvalue() for f, o in outs.items()}
+
+
+@pytest.mark.filterwarnings("ignore:The default formatting of datetime")
+def test_formats_written_together_write_each_formats_own_bytes():
+    """One layout, one set of rendered numbers per batch for CSV and JSON: each file is still
+    the one its format writes alone, and pandas' text (CSV byte for byte, JSON value for
+    value), whatever the parts."""
+    import io
+    import json
+
+    df = _edge_frame()
+    dated = df.assign(when=pd.to_datetime(["2026-01-01"] * len(df)))  # pandas' own path
+    numbers = df[["ratio", "Start (ns)", "Big"]]  # no run: rendered columns and glues only
+    for frame in (df, dated, numbers, df.iloc[:0], df[["Op"]], df[["ratio"]]):
+        for cuts in ((), (5, 5), (17,), (1, 30, 31)):  # an empty part too
+            got = _written_together(frame, cuts)
+            assert got["csv"] == frame.to_csv(index=False).encode(), (list(frame.columns), cuts)
+            want = io.BytesIO()
+            encoders.write_json(frame, want)
+            assert got["json"] == want.getvalue()
+            records = json.loads(frame.to_json(orient="records", indent=2, double_precision=15))
+            assert json.loads(got["json"]) == json.loads(json.dumps(records))  # NaN-free
+            alone = io.BytesIO()
+            encoders.write_parquet(frame, alone)
+            assert pq.read_table(io.BytesIO(got["parquet"])).equals(pq.read_table(alone))
+
+
+def test_formats_written_together_lay_a_frame_out_once(monkeypatch):
+    calls = []
+    real = encoders.layout
+    monkeypatch.setattr(encoders, "layout", lambda df: calls.append(len(df)) or real(df))
+    _written_together(_edge_frame(), (20,))
+    assert calls == [20, 40]  # per part, not per format
+
+
+def test_a_stream_with_its_own_write_is_given_each_frame():
+    """A stream class that writes frames itself (e.g. a test's failing one) gets every frame
+    through its ``write``; the others are written together."""
+    import io
+
+    seen = []
+
+    class Counting(encoders.CsvRows):
+        def write(self, df):
+            seen.append(len(df))
+            super().write(df)
+
+    df = _edge_frame(30)
+    own, csv, js = io.BytesIO(), io.BytesIO(), io.BytesIO()
+    streams = [Counting(own), encoders.CsvRows(csv), encoders.JsonRecords(js)]
+    encoders.write_frames(streams, df.iloc[:10])
+    encoders.write_frames(streams, df.iloc[10:])
+    for s in streams:
+        s.close()
+    assert seen == [10, 20]
+    assert own.getvalue() == csv.getvalue() == df.to_csv(index=False).encode()
+
+
+def test_batches_stay_under_the_string_offset_limit(monkeypatch):
+    """A batch's text is one Arrow string buffer (int32 offsets): wide rows cut the batch so
+    that its text stays under the limit, and the file is the same."""
+    import io
+
+    df = _edge_frame(40).assign(Long=pd.Categorical(["x" * 500, "y" * 700] * 20))
+    want = df.to_csv(index=False).encode()
+    monkeypatch.setattr(encoders, "_MAX_BATCH_BYTES", 4_000)
+    sizes = []
+
+    class Sized(encoders.CsvRows):
+        def emit(self, text, n):
+            sizes.append((len(text), n))
+            super().emit(text, n)
+
+    buf = io.BytesIO()
+    s = Sized(buf, rows=1000)
+    s.write(df)
+    assert buf.getvalue() == want
+    assert len(sizes) > 1 and all(size <= 4_000 for size, _n in sizes)
+    assert sum(n for _s, n in sizes) == len(df)
