@@ -156,12 +156,21 @@ def _say_slow_reader() -> None:
 
 
 class _Fetcher:
-    """Runs SELECTs on the export: connectorx when available, ``sqlite3`` otherwise."""
+    """Runs SELECTs on the export: connectorx when available, ``sqlite3`` otherwise.
+
+    With connectorx >= 0.4 the big tables are read as Arrow streams of one batch each,
+    started together (:meth:`start`) and taken in turn (:meth:`frame`): connectorx reads
+    each in a thread of its own, and each column arrives as one buffer that pandas uses as
+    is. Its default batches of 64K rows made ``to_pandas`` copy every column into fresh
+    memory (~0.25 GB at 1M kernels). Waiting for a stream holds the GIL (connectorx does not
+    release it there), so streams are waited for from one thread, never from a pool.
+    """
 
     def __init__(self, path: Path, conn: sqlite3.Connection, use_connectorx: bool | None) -> None:
         self.conn = conn
         self.path = path
         self.cx = None
+        self.streams: dict[str, object] = {}  # SQL -> connectorx's RecordBatchReader
         if use_connectorx is not False:
             try:
                 import connectorx
@@ -174,6 +183,49 @@ class _Fetcher:
                     ) from None
                 _say_slow_reader()
 
+    def rows_at_most(self, table: str) -> int | None:
+        """How many rows ``table`` can hold, from its rowid range (two b-tree descents, no scan).
+
+        None when unknown (no rows, no rowid). Capped at one row per 16 bytes of the file
+        (an event row takes more), so a sparse rowid range cannot reserve absurd memory;
+        more rows than this would still be read, as a second batch.
+        """
+        try:
+            lo, hi = self.conn.execute(
+                f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})"
+            ).fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        if lo is None or hi is None:
+            return None
+        return max(1, min(int(hi) - int(lo) + 1, self.path.stat().st_size // 16))
+
+    def start(self, sql: str, rows: int | None) -> bool:
+        """Start reading ``sql`` (at most ``rows`` rows) as one Arrow batch; False if it can't.
+
+        connectorx runs the query in its own thread; :meth:`frame` takes the result.
+        """
+        if self.cx is None or not rows:
+            return False
+        try:
+            # one more than the rows: connectorx flushes a full batch and then an empty one
+            self.streams[sql] = self.cx.read_sql(
+                schema.connectorx_uri(self.path),
+                sql,
+                return_type="arrow_stream",
+                batch_size=rows + 1,
+            )
+        except Exception:  # connectorx < 0.4 has no arrow_stream: batches of 64K rows then
+            return False
+        return True
+
+    def _arrow(self, sql: str):
+        """connectorx's Arrow table of ``sql``: the stream started for it, else a plain read."""
+        stream = self.streams.pop(sql, None)
+        if stream is not None:
+            return stream.read_all()
+        return self.cx.read_sql(schema.connectorx_uri(self.path), sql, return_type="arrow")
+
     def frame(
         self, sql: str, names: list[str], fill: dict[str, int | float] | None = None
     ) -> pd.DataFrame:
@@ -185,8 +237,7 @@ class _Fetcher:
         fill = fill or {}
         if self.cx is not None:
             try:
-                tbl = self.cx.read_sql(schema.connectorx_uri(self.path), sql, return_type="arrow")
-                tbl = _fill_arrow(tbl, [fill.get(n) for n in names])
+                tbl = _fill_arrow(self._arrow(sql), [fill.get(n) for n in names])
                 # split blocks: one array per column, no consolidation copy
                 df = tbl.to_pandas(
                     strings_to_categorical=True, self_destruct=True, split_blocks=True
@@ -195,12 +246,13 @@ class _Fetcher:
                 return _first_seen_categories(df)
             except Exception:  # odd text encodings or types: the portable path still works
                 self.cx = None
+                self.streams.clear()
         cur = self.conn.execute(sql)
-        rows = cur.fetchall()
-        if not rows:
+        records = cur.fetchall()
+        if not records:
             kinds = {n: "float64" if isinstance(fill.get(n), float) else "int64" for n in names}
             return pd.DataFrame({n: pd.Series([], dtype=k) for n, k in kinds.items()})
-        df = pd.DataFrame.from_records(rows, columns=names)
+        df = pd.DataFrame.from_records(records, columns=names)
         for col, default in fill.items():
             if df[col].isna().any() or df[col].dtype == object:
                 df[col] = df[col].fillna(default).astype(type(default))
@@ -290,8 +342,11 @@ class _Select:
         self.names.append(out)
         return self
 
+    def sql(self, table: str) -> str:
+        return f"SELECT {', '.join(self.exprs)} FROM {table}"
+
     def read(self, f: _Fetcher, table: str) -> pd.DataFrame:
-        return f.frame(f"SELECT {', '.join(self.exprs)} FROM {table}", self.names, self.fill)
+        return f.frame(self.sql(table), self.names, self.fill)
 
 
 def _activity(avail: list[str]) -> _Select:
@@ -315,16 +370,69 @@ def _read_strings(conn: sqlite3.Connection) -> StringTable:
     return StringTable(np.asarray(ids, np.int64), np.asarray(values, dtype=object))
 
 
+_KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
+_COPIES = (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"), ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"))
+_API = "CUPTI_ACTIVITY_KIND_RUNTIME"
+_NVTX = "NVTX_EVENTS"
+
+
+def _kernel_select(conn: sqlite3.Connection) -> _Select:
+    q = _activity(schema.columns(conn, _KERNELS))
+    q.col("shortName", "short_id", -1).col("demangledName", "demangled_id", -1)
+    dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+    for c, out in zip(dims, _LAUNCH_DIMS, strict=True):
+        q.col(c, out)
+    return q.col("graphNodeId", "graph_node_id")
+
+
+def _copy_select(conn: sqlite3.Connection, table: str, kind: str) -> _Select:
+    a = schema.columns(conn, table)
+    q = _activity(a).col("bytes", "bytes")
+    if kind == "memcpy":
+        # CUPTI memory kind 0 = pageable host memory: such copies stall the host
+        pageable_sql = f"({_sel(a, 'srcKind', '-1')} = 0 OR {_sel(a, 'dstKind', '-1')} = 0)"
+        q.col("copyKind", "copy_kind")
+    else:
+        pageable_sql = "0"
+        q.raw("-1", "copy_kind")
+    return q.col("graphNodeId", "graph_node_id").raw(pageable_sql, "pageable")
+
+
+def _api_select(conn: sqlite3.Connection) -> _Select:
+    q = _Select(schema.columns(conn, _API)).raw("start", "start_ns").raw("end", "end_ns")
+    q.col("globalTid", "global_tid").col("correlationId", "correlation_id", -1)
+    return q.col("nameId", "name_id", -1).col("eventClass", "event_class")
+
+
+def _nvtx_select(conn: sqlite3.Connection) -> _Select:
+    a = schema.columns(conn, _NVTX)
+    # every row, filtered by type below: a WHERE on eventType cost SQLite more than reading
+    # the few rows of other types (thread names, categories) and dropping them
+    q = _Select(a).raw("start", "start_ns").col("end", "end_ns", -1)
+    q.col("globalTid", "global_tid").col("endGlobalTid", "end_global_tid", -1)
+    q.col("eventType", "event_type", -1).col("domainId", "domain_id")
+    q.col("textId", "text_id", -1).raw("text" if "text" in a else "NULL", "text_inline")
+    return q.col("int64Value", "int64_value").col("doubleValue", "double_value", 0.0)
+
+
+def _start_event_tables(f: _Fetcher, tabs: set[str]) -> bool:
+    """Start connectorx on every event table at once; False when it cannot stream them.
+
+    Largest last: the readers take them in this order, and work on the smaller ones while
+    connectorx still reads the kernels.
+    """
+    selects = [(t, _copy_select(f.conn, t, k)) for t, k in _COPIES if t in tabs]
+    selects += [(_API, _api_select(f.conn))] if _API in tabs else []
+    selects += [(_NVTX, _nvtx_select(f.conn))] if _NVTX in tabs else []
+    selects += [(_KERNELS, _kernel_select(f.conn))] if _KERNELS in tabs else []
+    started = [f.start(q.sql(t), f.rows_at_most(t)) for t, q in selects]
+    return any(started)
+
+
 def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
     parts = []
-    kt = "CUPTI_ACTIVITY_KIND_KERNEL"
-    if kt in tabs:
-        q = _activity(schema.columns(f.conn, kt))
-        q.col("shortName", "short_id", -1).col("demangledName", "demangled_id", -1)
-        dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
-        for c, out in zip(dims, _LAUNCH_DIMS, strict=True):
-            q.col(c, out)
-        df = q.col("graphNodeId", "graph_node_id").read(f, kt)
+    if _KERNELS in tabs:
+        df = _kernel_select(f.conn).read(f, _KERNELS)
         if len(df):
             short, long_ = _int(df, "short_id"), _int(df, "demangled_id")
             # the short name for display, the demangled one for evidence; each the other's
@@ -338,23 +446,10 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             df["bytes"] = 0
             df["pageable"] = 0
             parts.append(df)
-    for table, kind in (
-        ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
-        ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"),
-    ):
+    for table, kind in _COPIES:
         if table not in tabs:
             continue
-        a = schema.columns(f.conn, table)
-        q = _activity(a).col("bytes", "bytes")
-        if kind == "memcpy":
-            # CUPTI memory kind 0 = pageable host memory: such copies stall the host
-            pageable_sql = f"({_sel(a, 'srcKind', '-1')} = 0 OR {_sel(a, 'dstKind', '-1')} = 0)"
-            q.col("copyKind", "copy_kind")
-        else:
-            pageable_sql = "0"
-            q.raw("-1", "copy_kind")
-        q.col("graphNodeId", "graph_node_id").raw(pageable_sql, "pageable")
-        df = q.read(f, table)
+        df = _copy_select(f.conn, table, kind).read(f, table)
         if not len(df):
             continue
         if kind == "memcpy":
@@ -418,12 +513,9 @@ def _concat_cats(cats: list[pd.Categorical]) -> pd.Categorical:
 
 
 def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
-    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    if t not in tabs:
+    if _API not in tabs:
         return empty_frame(API_COLUMNS, ("name",))
-    q = _Select(schema.columns(f.conn, t)).raw("start", "start_ns").raw("end", "end_ns")
-    q.col("globalTid", "global_tid").col("correlationId", "correlation_id", -1)
-    df = q.col("nameId", "name_id", -1).col("eventClass", "event_class").read(f, t)
+    df = _api_select(f.conn).read(f, _API)
     codes, uniq = pd.factorize(_int(df, "name_id"), sort=False)
     stripped = np.array(
         [
@@ -443,19 +535,11 @@ def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame
 
 
 def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.DataFrame, ...]:
-    t = "NVTX_EVENTS"
-    if t not in tabs:
+    if _NVTX not in tabs:
         return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
             MARK_COLUMNS, ("domain", "text")
         )
-    a = schema.columns(f.conn, t)
-    # every row, filtered by type below: a WHERE on eventType cost SQLite more than reading
-    # the few rows of other types (thread names, categories) and dropping them
-    q = _Select(a).raw("start", "start_ns").col("end", "end_ns", -1)
-    q.col("globalTid", "global_tid").col("endGlobalTid", "end_global_tid", -1)
-    q.col("eventType", "event_type", -1).col("domainId", "domain_id")
-    q.col("textId", "text_id", -1).raw("text" if "text" in a else "NULL", "text_inline")
-    df = q.col("int64Value", "int64_value").col("doubleValue", "double_value", 0.0).read(f, t)
+    df = _nvtx_select(f.conn).read(f, _NVTX)
     if not len(df):
         return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
             MARK_COLUMNS, ("domain", "text")
@@ -666,13 +750,17 @@ def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | No
         f = _Fetcher(path, conn, use_connectorx)
         strings = _read_strings(conn)
         say("reading GPU activities, CUDA API calls and NVTX ranges")
-        # the three big tables load concurrently (connectorx reads outside the GIL)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            fut_api = pool.submit(_in_thread, _read_api, path, tabs, strings, use_connectorx)
-            fut_nvtx = pool.submit(_in_thread, _read_nvtx, path, tabs, strings, use_connectorx)
+        if _start_event_tables(f, tabs):  # connectorx reads them all at once, in its threads
+            api = _read_api(f, tabs, strings)
+            nvtx, marks = _read_nvtx(f, tabs, strings)
             gpu = _read_gpu_work(f, tabs, strings)
-            api = fut_api.result()
-            nvtx, marks = fut_nvtx.result()
+        else:  # the three big tables load concurrently (connectorx reads outside the GIL)
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                fut_api = pool.submit(_in_thread, _read_api, path, tabs, strings, use_connectorx)
+                fut_nvtx = pool.submit(_in_thread, _read_nvtx, path, tabs, strings, use_connectorx)
+                gpu = _read_gpu_work(f, tabs, strings)
+                api = fut_api.result()
+                nvtx, marks = fut_nvtx.result()
         osrt = _read_osrt(f, tabs, strings)
         gpus = _read_gpus(conn, tabs)
         meta = _read_meta(conn, tabs)

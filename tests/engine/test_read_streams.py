@@ -1,0 +1,139 @@
+"""connectorx's one-batch Arrow streams: every row read, and the same frames as ``sqlite3``.
+
+The reader starts the event tables as streams sized by their rowid range (``rows_at_most``),
+falls back to connectorx's batched read where streams are missing (connectorx < 0.4) and to
+``sqlite3`` where connectorx fails; each path must give the frames of the others.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from jlprof.engine import read
+from jlprof.engine.read import read_trace
+from jlprof.engine.trace import Trace
+from tests.fixtures.scenarios import rich_db
+
+FRAMES = ("gpu", "api", "nvtx", "marks", "osrt", "gpus")
+EVENT_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+)
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rich_db().write(tmp_path_factory.mktemp("streams") / "rich.sqlite")
+
+
+@pytest.fixture(scope="module")
+def portable(export: Path) -> Trace:
+    return read_trace(export, use_connectorx=False)
+
+
+def assert_same_frames(a: Trace, b: Trace) -> None:
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+
+
+class Spy:
+    """connectorx.read_sql, recording each call's return type; optionally failing some."""
+
+    def __init__(self, real, fail_stream_start: bool = False, fail_stream_read: bool = False):
+        self.real = real
+        self.fail_start = fail_stream_start
+        self.fail_read = fail_stream_read
+        self.calls: list[tuple[str, int | None]] = []
+        self.taken = 0
+
+    def __call__(self, uri, sql, return_type="pandas", **kw):
+        self.calls.append((return_type, kw.get("batch_size")))
+        if return_type == "arrow_stream" and self.fail_start:
+            raise ValueError(return_type)  # as connectorx 0.3 answers an unknown type
+        out = self.real(uri, sql, return_type=return_type, **kw)
+        if return_type != "arrow_stream":
+            return out
+        spy = self
+
+        class Stream:
+            def read_all(self):
+                spy.taken += 1
+                if spy.fail_read:
+                    raise RuntimeError("odd text encoding")
+                return out.read_all()
+
+        return Stream()
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch):
+    import connectorx
+
+    def install(**kw) -> Spy:
+        s = Spy(connectorx.read_sql, **kw)
+        monkeypatch.setattr(connectorx, "read_sql", s)
+        return s
+
+    return install
+
+
+def counts(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_TABLES}
+
+
+def test_rows_at_most_is_the_row_count_of_dense_tables(export: Path) -> None:
+    f = read._Fetcher(export, read._connect(export), use_connectorx=False)
+    want = counts(export)
+    got = {t: f.rows_at_most(t) for t in EVENT_TABLES}
+    assert got == {t: (n or None) for t, n in want.items()}
+    assert all(n > 0 for n in want.values())  # the fixture has rows in every table
+
+
+def test_rows_at_most_of_sparse_and_empty_tables(tmp_path: Path) -> None:
+    path = tmp_path / "sparse.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (start INTEGER)")
+        conn.execute("CREATE TABLE empty (start INTEGER)")
+        conn.execute("INSERT INTO t (rowid, start) VALUES (5, 1), (7, 2), (9, 3)")
+        conn.execute("CREATE TABLE far (start INTEGER)")
+        conn.execute("INSERT INTO far (rowid, start) VALUES (1, 1), (1000000000000, 2)")
+    f = read._Fetcher(path, read._connect(path), use_connectorx=False)
+    assert f.rows_at_most("t") == 9 - 5 + 1  # a gap reserves room, never too little
+    assert f.rows_at_most("empty") is None
+    assert f.rows_at_most("far") == path.stat().st_size // 16  # capped by the file's size
+
+
+def test_streams_read_the_event_tables_in_one_batch_each(export, portable, spy) -> None:
+    s = spy()
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    want = counts(export)
+    streams = [b for rt, b in s.calls if rt == "arrow_stream"]
+    assert sorted(streams) == sorted(n + 1 for n in want.values())
+    assert s.taken == len(streams)  # every stream started was read
+
+
+def test_more_rows_than_the_stream_expects_still_read(export, portable, spy, monkeypatch):
+    monkeypatch.setattr(read._Fetcher, "rows_at_most", lambda self, table: 1)
+    s = spy()
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    assert {b for rt, b in s.calls if rt == "arrow_stream"} == {2}  # batches of 2 rows
+
+
+def test_connectorx_without_streams_reads_in_batches(export, portable, spy) -> None:
+    s = spy(fail_stream_start=True)
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    assert sum(rt == "arrow" for rt, _ in s.calls) == len(EVENT_TABLES)
+
+
+def test_a_stream_that_fails_falls_back_to_sqlite3(export, portable, spy) -> None:
+    s = spy(fail_stream_read=True)
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    assert s.taken == 1  # the first failure switched the remaining tables to sqlite3
