@@ -525,13 +525,13 @@ def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame
         dtype=object,
     )
     name_codes, cats = pd.factorize(stripped, sort=False)
-    df["name"] = pd.Categorical.from_codes(
+    # a new frame of the columns as they are: assigning them back to ``df`` copied each
+    cols = {c: _int(df, c) for c in API_COLUMNS if c != "name"}
+    cols["name"] = pd.Categorical.from_codes(
         np.asarray(name_codes, np.int32)[codes],
         categories=pd.Index(np.asarray(cats, object), dtype=object),
     )
-    for c in ("start_ns", "end_ns", "global_tid", "correlation_id", "event_class"):
-        df[c] = _int(df, c)
-    return df[API_COLUMNS]
+    return pd.DataFrame({c: cols[c] for c in API_COLUMNS}, copy=False)
 
 
 def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.DataFrame, ...]:
@@ -544,21 +544,13 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
         return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
             MARK_COLUMNS, ("domain", "text")
         )
-    for c in (
-        "start_ns",
-        "end_ns",
-        "global_tid",
-        "end_global_tid",
-        "event_type",
-        "domain_id",
-        "text_id",
-    ):
-        df[c] = _int(df, c)
-    text = _nvtx_text(df["text_inline"], df["text_id"].to_numpy(), strings)
-    etype = df["event_type"].to_numpy()
+    ints = ("start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain_id")
+    col = {c: _int(df, c) for c in (*ints, "text_id")}  # as they are (no copy) when int64
+    text = _nvtx_text(df["text_inline"], col["text_id"], strings)
+    etype = col["event_type"]
     # domains: eventType-75 rows, matched on domainId AND process (as nsys stats does)
-    proc = (df["global_tid"].to_numpy() & 0x0000FFFFFF000000) >> 24
-    dom_key = proc * (1 << 32) + df["domain_id"].to_numpy()
+    proc = (col["global_tid"] & 0x0000FFFFFF000000) >> 24
+    dom_key = proc * (1 << 32) + col["domain_id"]
     is_dom = etype == schema.NVTX_DOMAIN_CREATE
     domain_names = np.asarray(text.astype(object))[is_dom] if is_dom.any() else np.zeros(0, object)
     uniq_keys, first = np.unique(dom_key[is_dom], return_index=True)
@@ -575,38 +567,47 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
     is_mark = etype == schema.NVTX_MARK
     # open ranges end at the last time of the event kinds read (not of thread names etc.)
     known = is_range | is_mark | is_dom
-    last = int(
-        max(
-            df["start_ns"].to_numpy()[known].max(initial=0),
-            df["end_ns"].to_numpy()[known].max(initial=0),
-        )
-    )
-    end_ns = df["end_ns"].to_numpy().copy()
-    end_ns[is_range & (end_ns < 0)] = last  # open ranges closed at the last NVTX time
+    last = int(max(col["start_ns"][known].max(initial=0), col["end_ns"][known].max(initial=0)))
+    end_ns = col["end_ns"][is_range]  # a copy
+    end_ns[end_ns < 0] = last  # open ranges closed at the last NVTX time
     rng = pd.DataFrame(
         {
-            "start_ns": df["start_ns"].to_numpy()[is_range],
-            "end_ns": end_ns[is_range],
-            "global_tid": df["global_tid"].to_numpy()[is_range],
-            "end_global_tid": df["end_global_tid"].to_numpy()[is_range],
+            "start_ns": col["start_ns"][is_range],
+            "end_ns": end_ns,
+            "global_tid": col["global_tid"][is_range],
+            "end_global_tid": col["end_global_tid"][is_range],
             "event_type": etype[is_range],
-            "domain": domain[is_range].remove_unused_categories(),
-            "text": text[is_range].remove_unused_categories(),
+            "domain": _used(domain, is_range),
+            "text": _used(text, is_range),
         },
         copy=False,
     )
     marks = pd.DataFrame(
         {
-            "ts_ns": df["start_ns"].to_numpy()[is_mark],
-            "global_tid": df["global_tid"].to_numpy()[is_mark],
-            "domain": domain[is_mark].remove_unused_categories(),
-            "text": text[is_mark].remove_unused_categories(),
+            "ts_ns": col["start_ns"][is_mark],
+            "global_tid": col["global_tid"][is_mark],
+            "domain": _used(domain, is_mark),
+            "text": _used(text, is_mark),
             "int64_value": df["int64_value"].to_numpy()[is_mark],
             "double_value": df["double_value"].to_numpy()[is_mark],
         },
         copy=False,
     )
     return rng[NVTX_COLUMNS], marks[MARK_COLUMNS]
+
+
+def _used(cat: pd.Categorical, rows: np.ndarray) -> pd.Categorical:
+    """``cat[rows].remove_unused_categories()``: same categories in the same order.
+
+    pandas finds the used categories with ``np.unique`` of every code (a sort); counting
+    them is ~5x faster on 1M rows.
+    """
+    codes = np.asarray(cat.codes)[rows]
+    n = len(cat.categories)
+    # code -1 (missing) is not a category; int32: the smallest codes (int8) would overflow
+    used = np.bincount(np.add(codes, 1, dtype=np.int32), minlength=n + 1)[1:] > 0
+    remap = np.append(np.cumsum(used, dtype=np.int32) - 1, np.int32(-1))  # [-1] -> -1
+    return pd.Categorical.from_codes(remap[codes], categories=cat.categories[used])
 
 
 def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -137,3 +138,16 @@ def test_a_stream_that_fails_falls_back_to_sqlite3(export, portable, spy) -> Non
     s = spy(fail_stream_read=True)
     assert_same_frames(read_trace(export, use_connectorx=True), portable)
     assert s.taken == 1  # the first failure switched the remaining tables to sqlite3
+
+
+@pytest.mark.parametrize("n_cats", [0, 3, 200, 40000])  # no categories, int8, int16 codes
+def test_used_categories_are_those_of_pandas(n_cats: int) -> None:
+    rng = np.random.default_rng(n_cats)
+    cats = pd.Index([f"c{i}" for i in rng.permutation(n_cats)], dtype=object)
+    codes = rng.integers(-1, max(n_cats, 1), 5000) if n_cats else np.full(5000, -1)
+    cat = pd.Categorical.from_codes(codes, categories=cats)
+    for rows in (rng.random(5000) < 0.3, np.zeros(5000, bool), np.ones(5000, bool)):
+        want = cat[rows].remove_unused_categories()
+        got = read._used(cat, rows)
+        pd.testing.assert_extension_array_equal(got, want)
+        assert list(got.categories) == list(want.categories)  # and in the same order
