@@ -151,3 +151,16 @@ def test_used_categories_are_those_of_pandas(n_cats: int) -> None:
         got = read._used(cat, rows)
         pd.testing.assert_extension_array_equal(got, want)
         assert list(got.categories) == list(want.categories)  # and in the same order
+
+
+def test_stack_puts_parts_end_to_end_with_zeros_for_missing_columns() -> None:
+    a = pd.DataFrame({"x": np.arange(4, dtype=np.int64), "y": np.arange(4, dtype=np.int64) + 10})
+    b = pd.DataFrame({"x": np.array([7, 8], dtype=np.int64)})  # no "y"
+    assert read._stack([a, b], "x").tolist() == [0, 1, 2, 3, 7, 8]
+    assert read._stack([a, b], "y").tolist() == [10, 11, 12, 13, 0, 0]
+    assert "x" not in a.columns and "y" not in a.columns  # given up once copied
+    c = pd.DataFrame({"x": np.array([5, 6], dtype=np.int64)})
+    x = c["x"].to_numpy()
+    got = read._stack([c], "x")
+    assert got.dtype == np.int64 and got.tolist() == [5, 6] and np.shares_memory(got, x)
+    assert read._stack([c], "absent").tolist() == [0, 0]
