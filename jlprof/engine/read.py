@@ -3,7 +3,9 @@
 Reading is the slowest stage, so event tables go through connectorx (SQLite -> Arrow in
 Rust; a core dependency, ~10x faster than ``sqlite3`` on 1M kernels, see
 ``bench/fast_reader.py``) and through ``sqlite3`` when it cannot be imported (with a one-line
-notice); both give the same frames.
+notice); both give the same frames. connectorx reads all event tables at once, each in its own
+thread and as one Arrow batch, so its columns become the frames' columns without a copy
+(``_Fetcher``; ``bench/read_identity.py`` checks the frames against an older reader).
 Columns are selected by name (see ``schema``) and strings are resolved once through
 ``StringIds`` into categoricals.
 """
