@@ -2,9 +2,10 @@
 
 ``PYTHONPATH=OLD python bench/read_identity.py dump FILE.pkl [EXPORT ...]`` pickles, for
 each export (default: the generated test fixtures rich_db in every nsys flavor, cpu_only_db,
-small_training_export, every real trace of tests/data/real, and the exports given), every
-frame of ``read_trace`` (gpu, api, nvtx, marks, osrt, gpus) with connectorx and, for the
-fixtures, with ``sqlite3`` too, plus ``meta`` and ``warnings``.
+small_training_export, TensorFlow, TensorRT, rank, emit_nvtx and plugin exports, every real
+trace of tests/data/real, and the exports given), every frame of ``read_trace`` (gpu, api,
+nvtx, marks, osrt, gpus) with connectorx and, for the fixtures, with ``sqlite3`` too, plus
+``meta`` and ``warnings``.
 ``PYTHONPATH=NEW python bench/read_identity.py compare FILE.pkl [EXPORT ...]`` reads the
 same with NEW and asserts every frame equal (``pd.testing.assert_frame_equal`` with
 ``check_exact``: dtypes, categories and their order, index and row order included). Run from
@@ -25,9 +26,12 @@ FRAMES = ("gpu", "api", "nvtx", "marks", "osrt", "gpus")
 
 def _cases(extra: list[str]) -> list[tuple[str, Path, tuple[bool, ...]]]:
     sys.path.insert(0, str(Path.cwd()))
+    from tests.fixtures.framework_traces import tf_export, trt_export
     from tests.fixtures.loops import small_training_export
     from tests.fixtures.nsys_schema import FLAVORS
+    from tests.fixtures.ranks import rank_export
     from tests.fixtures.scenarios import cpu_only_db, real_traces, rich_db
+    from tests.fixtures.torch_traces import emit_nvtx_db, plugin_db
 
     tmp = Path(tempfile.mkdtemp(prefix="read-identity-"))
     both = (True, False)
@@ -36,6 +40,11 @@ def _cases(extra: list[str]) -> list[tuple[str, Path, tuple[bool, ...]]]:
     ]
     cases.append(("cpu_only", cpu_only_db().write(tmp / "cpu.sqlite"), both))
     cases.append(("small_training", small_training_export(tmp / "loop.sqlite"), both))
+    cases.append(("tf_fused", tf_export(tmp / "tf.sqlite", fused=True), both))
+    cases.append(("trt", trt_export(tmp / "trt.sqlite"), both))
+    cases.append(("rank_1", rank_export(tmp / "rank1.sqlite", 1), both))
+    cases.append(("emit_nvtx", emit_nvtx_db(3).write(tmp / "emit.sqlite"), both))
+    cases.append(("plugin", plugin_db(3).write(tmp / "plugin.sqlite"), both))
     cases += [(p.parent.name, p, (True,)) for p in real_traces()]
     cases += [(Path(p).name, Path(p), (True,)) for p in extra]
     return cases
