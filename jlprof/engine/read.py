@@ -293,13 +293,20 @@ def _first_seen_categories(df: pd.DataFrame) -> pd.DataFrame:
             cat = df[col].array
             if len(cat.categories) == 0:  # all NULL (e.g. NVTX text only via textId)
                 continue
+            cats = np.asarray(cat.categories, dtype=object)
+            seen = pd.unique(np.asarray(cat.codes))  # small codes as they are (int8/int16)
+            seen = seen[seen >= 0]
+            if len(seen) == len(cats) and (seen == np.arange(len(cats))).all():
+                # Arrow's dictionaries: already in order; only the categories' dtype changes
+                df[col] = pd.Categorical.from_codes(
+                    cat.codes, categories=pd.Index(cats, dtype=object)
+                )
+                continue
             codes = np.asarray(cat.codes, dtype=np.int64)
-            seen = pd.unique(codes[codes >= 0])
             remap = np.full(len(cat.categories), -1, dtype=np.int32)
             remap[seen] = np.arange(len(seen), dtype=np.int32)
             new = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1).astype(np.int32)
-            cats = pd.Index(np.asarray(cat.categories, dtype=object)[seen], dtype=object)
-            df[col] = pd.Categorical.from_codes(new, categories=cats)
+            df[col] = pd.Categorical.from_codes(new, categories=pd.Index(cats[seen], dtype=object))
     return df
 
 
@@ -511,18 +518,27 @@ def _const_cat(value: str, n: int) -> pd.Categorical:
 
 
 def _concat_cats(cats: list[pd.Categorical]) -> pd.Categorical:
-    """Concatenate categoricals with different categories through their codes."""
+    """Concatenate categoricals with different categories through their codes.
+
+    Each part's codes are mapped straight into one array of pandas' own code dtype (int8 for
+    few categories), without a concatenated int64 copy and its conversion.
+    """
     both = np.concatenate([np.asarray(c.categories, dtype=object) for c in cats])
     remap, uniq = pd.factorize(both, sort=False)
-    codes, off = [], 0
+    categories = pd.Index(np.asarray(uniq, object), dtype=object)
+    dtype = pd.CategoricalDtype(categories)
+    codes = np.empty(sum(len(c) for c in cats), pd.Categorical([], dtype=dtype).codes.dtype)
+    off, start = 0, 0
     for c in cats:
-        k = len(c.categories)
-        codes.append(remap[off : off + k][np.asarray(c.codes)])
+        k, n = len(c.categories), len(c)
+        np.take(
+            remap[off : off + k].astype(codes.dtype),
+            np.asarray(c.codes),
+            out=codes[start : start + n],
+        )
         off += k
-    return pd.Categorical.from_codes(
-        np.concatenate(codes).astype(np.int32),
-        categories=pd.Index(np.asarray(uniq, object), dtype=object),
-    )
+        start += n
+    return pd.Categorical.from_codes(codes, dtype=dtype)
 
 
 def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
@@ -565,7 +581,8 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
     proc = (col["global_tid"] & 0x0000FFFFFF000000) >> 24
     dom_key = proc * (1 << 32) + col["domain_id"]
     is_dom = etype == schema.NVTX_DOMAIN_CREATE
-    domain_names = np.asarray(text.astype(object))[is_dom] if is_dom.any() else np.zeros(0, object)
+    # the few domain rows' texts, not every row's (an object array of 10M strings at 10M)
+    domain_names = np.asarray(text[is_dom].astype(object)) if is_dom.any() else np.zeros(0, object)
     uniq_keys, first = np.unique(dom_key[is_dom], return_index=True)
     dom_lookup = (
         pd.Index(uniq_keys).get_indexer(dom_key) if len(uniq_keys) else np.full(len(df), -1)

@@ -164,3 +164,35 @@ def test_stack_puts_parts_end_to_end_with_zeros_for_missing_columns() -> None:
     got = read._stack([c], "x")
     assert got.dtype == np.int64 and got.tolist() == [5, 6] and np.shares_memory(got, x)
     assert read._stack([c], "absent").tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("n_cats", [1, 5, 300])  # int8 and int16 codes
+def test_concat_cats_is_pandas_union_of_categoricals(n_cats: int) -> None:
+    rng = np.random.default_rng(n_cats)
+    names = np.array([f"k{i}" for i in range(n_cats + 40)], dtype=object)
+    parts = []
+    for size in (1000, 0, 37, 5):
+        cats = pd.Index(rng.choice(names, n_cats, replace=False), dtype=object)
+        parts.append(pd.Categorical.from_codes(rng.integers(0, n_cats, size), categories=cats))
+    got = read._concat_cats(parts)
+    want = pd.api.types.union_categoricals(parts)  # categories in order of first listing
+    assert list(got.categories) == list(want.categories)
+    assert got.astype(object).tolist() == np.concatenate([p.astype(object) for p in parts]).tolist()
+
+
+def test_first_seen_categories_order_categories_by_first_row() -> None:
+    values = ["b", None, "a", "b", "c", "a"]
+    df = pd.DataFrame(
+        {
+            "sorted": pd.Series(values, dtype=object).astype("category"),  # sqlite3: a, b, c
+            "arrow": pd.Categorical(values, categories=["b", "a", "c"]),  # already in order
+            "unused": pd.Categorical(values, categories=["z", "c", "b", "a"]),
+            "n": np.arange(6),
+        }
+    )
+    got = read._first_seen_categories(df.copy())
+    for col in ("sorted", "arrow", "unused"):
+        assert list(got[col].cat.categories) == ["b", "a", "c"], col
+        assert got[col].cat.categories.dtype == object
+        assert got[col].astype(object).tolist() == df[col].astype(object).tolist()
+    assert got["n"].tolist() == list(range(6))
