@@ -196,3 +196,39 @@ def test_first_seen_categories_order_categories_by_first_row() -> None:
         assert got[col].cat.categories.dtype == object
         assert got[col].astype(object).tolist() == df[col].astype(object).tolist()
     assert got["n"].tolist() == list(range(6))
+
+
+def _with_nulls(values: np.ndarray, valid: np.ndarray):
+    """An Arrow array holding ``values`` in its data buffer, NULL where ``valid`` is False."""
+    import pyarrow as pa
+
+    typ = pa.float64() if values.dtype == np.float64 else pa.int64()
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(typ, len(values), [bitmap, pa.py_buffer(values.tobytes())])
+
+
+def test_zeros_under_nulls_drops_the_bitmap_only_when_nulls_hold_zero() -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    valid = np.array([True, False, True, False, False, True, True, False, True, False])
+    ints = np.where(valid, np.arange(10) + 5, 0).astype(np.int64)
+    for values in (ints, ints.astype(np.float64)):
+        arr = _with_nulls(values, valid)
+        all_null = _with_nulls(np.zeros_like(values), np.zeros(10, bool))
+        col = pa.chunked_array([arr, arr.slice(3, 5), all_null])
+        got = read._zeros_under_nulls(col)
+        assert got is not None and got.null_count == 0
+        want = pc.fill_null(col, pa.scalar(0, type=col.type))
+        assert got.to_pylist() == want.to_pylist()
+        assert got.chunk(0).buffers()[1].address == arr.buffers()[1].address  # no copy
+    for bad in (7, -1):  # a value under a NULL: it must be filled
+        dirty = ints.copy()
+        dirty[1] = bad
+        assert read._zeros_under_nulls(pa.chunked_array([_with_nulls(dirty, valid)])) is None
+    for bad in (-0.0, np.nan):  # equal to 0.0, or not a number: not 0 bits either
+        dirty = ints.astype(np.float64)
+        dirty[3] = bad
+        assert read._zeros_under_nulls(pa.chunked_array([_with_nulls(dirty, valid)])) is None
+    small = pa.chunked_array([pa.array([1, None], type=pa.int32())])
+    assert read._zeros_under_nulls(small) is None  # only the 64-bit columns the reader fills
