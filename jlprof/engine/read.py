@@ -165,7 +165,10 @@ class _Fetcher:
     each in a thread of its own, and each column arrives as one buffer that pandas uses as
     is. Its default batches of 64K rows made ``to_pandas`` copy every column into fresh
     memory (~0.25 GB at 1M kernels). Waiting for a stream holds the GIL (connectorx does not
-    release it there), so streams are waited for from one thread, never from a pool.
+    release it there), so streams are waited for from one thread, never from a pool; other
+    Python threads pause meanwhile. A table connectorx cannot read (invalid UTF-8 text, a
+    value of another type than its column's) is read again with ``sqlite3``, alone; in a
+    stream that failure is a Rust panic, whose one-line message goes to stderr.
     """
 
     def __init__(self, path: Path, conn: sqlite3.Connection, use_connectorx: bool | None) -> None:
@@ -247,8 +250,11 @@ class _Fetcher:
                 df.columns = names
                 return _first_seen_categories(df)
             except Exception:  # odd text encodings or types: the portable path still works
-                self.cx = None
-                self.streams.clear()
+                pass
+            except BaseException as exc:  # the same, met in connectorx's reading thread
+                if type(exc).__name__ != "PanicException":  # pyo3's; Ctrl-C etc. go through
+                    raise
+        # this table only: the other tables' streams still read with connectorx
         cur = self.conn.execute(sql)
         records = cur.fetchall()
         if not records:

@@ -137,7 +137,21 @@ def test_connectorx_without_streams_reads_in_batches(export, portable, spy) -> N
 def test_a_stream_that_fails_falls_back_to_sqlite3(export, portable, spy) -> None:
     s = spy(fail_stream_read=True)
     assert_same_frames(read_trace(export, use_connectorx=True), portable)
-    assert s.taken == 1  # the first failure switched the remaining tables to sqlite3
+    assert s.taken == len(EVENT_TABLES)  # each table falls back alone
+
+
+def test_invalid_utf8_text_reads_like_sqlite3(tmp_path: Path) -> None:
+    """connectorx panics in its thread on such text (a BaseException): that table only is
+    read with sqlite3 (replacing the bad bytes), the others still with connectorx."""
+    path = rich_db().write(tmp_path / "bad.sqlite")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE NVTX_EVENTS SET text = CAST(x'61ff62' AS TEXT) WHERE rowid = "
+            "(SELECT max(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL)"
+        )
+    fast = read_trace(path, use_connectorx=True)
+    assert_same_frames(fast, read_trace(path, use_connectorx=False))
+    assert "a\ufffdb" in fast.nvtx["text"].astype(str).tolist()
 
 
 @pytest.mark.parametrize("n_cats", [0, 3, 200, 40000])  # no categories, int8, int16 codes
