@@ -246,3 +246,11 @@ def test_zeros_under_nulls_drops_the_bitmap_only_when_nulls_hold_zero() -> None:
         assert read._zeros_under_nulls(pa.chunked_array([_with_nulls(dirty, valid)])) is None
     small = pa.chunked_array([pa.array([1, None], type=pa.int32())])
     assert read._zeros_under_nulls(small) is None  # only the 64-bit columns the reader fills
+
+
+def test_split_gives_each_mask_rows_and_drops_the_column() -> None:
+    col = {"a": np.arange(6, dtype=np.int64), "b": np.zeros(6, np.int64)}
+    even, big = np.arange(6) % 2 == 0, np.arange(6) > 3
+    got = read._split(col, "a", even, big)
+    assert [g.tolist() for g in got] == [[0, 2, 4], [4, 5]]
+    assert list(col) == ["b"]
