@@ -485,6 +485,7 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             df = df.drop(columns=["short_id", "demangled_id"])
             df["name"] = strings.categorical(name_id, "<unknown kernel>")
             df["long_name"] = strings.categorical(long_id, "<unknown kernel>")
+            del name_id, long_id
             df["kind"] = _const_cat("kernel", len(df))
             parts.append(df)  # bytes and pageable: 0 (see _stack)
     for table, kind in _COPIES:
