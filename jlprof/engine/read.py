@@ -168,7 +168,7 @@ class _Fetcher:
     release it there), so streams are waited for from one thread, never from a pool; other
     Python threads pause meanwhile. A table connectorx cannot read (invalid UTF-8 text, a
     value of another type than its column's) is read again with ``sqlite3``, alone; in a
-    stream that failure is a Rust panic, whose one-line message goes to stderr.
+    stream that failure is a Rust panic, whose message goes to stderr.
     """
 
     def __init__(self, path: Path, conn: sqlite3.Connection, use_connectorx: bool | None) -> None:
