@@ -1,0 +1,256 @@
+"""connectorx's one-batch Arrow streams: every row read, and the same frames as ``sqlite3``.
+
+The reader starts the event tables as streams sized by their rowid range (``rows_at_most``),
+falls back to connectorx's batched read where streams are missing (connectorx < 0.4) and to
+``sqlite3`` where connectorx fails; each path must give the frames of the others.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jlprof.engine import read
+from jlprof.engine.read import read_trace
+from jlprof.engine.trace import Trace
+from tests.fixtures.scenarios import rich_db
+
+FRAMES = ("gpu", "api", "nvtx", "marks", "osrt", "gpus")
+EVENT_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+)
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return rich_db().write(tmp_path_factory.mktemp("streams") / "rich.sqlite")
+
+
+@pytest.fixture(scope="module")
+def portable(export: Path) -> Trace:
+    return read_trace(export, use_connectorx=False)
+
+
+def assert_same_frames(a: Trace, b: Trace) -> None:
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+
+
+class Spy:
+    """connectorx.read_sql, recording each call's return type; optionally failing some."""
+
+    def __init__(self, real, fail_stream_start: bool = False, fail_stream_read: bool = False):
+        self.real = real
+        self.fail_start = fail_stream_start
+        self.fail_read = fail_stream_read
+        self.calls: list[tuple[str, int | None]] = []
+        self.taken = 0
+
+    def __call__(self, uri, sql, return_type="pandas", **kw):
+        self.calls.append((return_type, kw.get("batch_size")))
+        if return_type == "arrow_stream" and self.fail_start:
+            raise ValueError(return_type)  # as connectorx 0.3 answers an unknown type
+        out = self.real(uri, sql, return_type=return_type, **kw)
+        if return_type != "arrow_stream":
+            return out
+        spy = self
+
+        class Stream:
+            def read_all(self):
+                spy.taken += 1
+                if spy.fail_read:
+                    raise RuntimeError("odd text encoding")
+                return out.read_all()
+
+        return Stream()
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch):
+    import connectorx
+
+    def install(**kw) -> Spy:
+        s = Spy(connectorx.read_sql, **kw)
+        monkeypatch.setattr(connectorx, "read_sql", s)
+        return s
+
+    return install
+
+
+def counts(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in EVENT_TABLES}
+
+
+def test_rows_at_most_is_the_row_count_of_dense_tables(export: Path) -> None:
+    f = read._Fetcher(export, read._connect(export), use_connectorx=False)
+    want = counts(export)
+    got = {t: f.rows_at_most(t) for t in EVENT_TABLES}
+    assert got == {t: (n or None) for t, n in want.items()}
+    assert all(n > 0 for n in want.values())  # the fixture has rows in every table
+
+
+def test_rows_at_most_of_sparse_and_empty_tables(tmp_path: Path) -> None:
+    path = tmp_path / "sparse.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (start INTEGER)")
+        conn.execute("CREATE TABLE empty (start INTEGER)")
+        conn.execute("INSERT INTO t (rowid, start) VALUES (5, 1), (7, 2), (9, 3)")
+        conn.execute("CREATE TABLE far (start INTEGER)")
+        conn.execute("INSERT INTO far (rowid, start) VALUES (1, 1), (1000000000000, 2)")
+    f = read._Fetcher(path, read._connect(path), use_connectorx=False)
+    assert f.rows_at_most("t") == 9 - 5 + 1  # a gap reserves room, never too little
+    assert f.rows_at_most("empty") is None
+    assert f.rows_at_most("far") == path.stat().st_size // 16  # capped by the file's size
+
+
+def test_streams_read_the_event_tables_in_one_batch_each(export, portable, spy) -> None:
+    s = spy()
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    want = counts(export)
+    streams = [b for rt, b in s.calls if rt == "arrow_stream"]
+    assert sorted(streams) == sorted(n + 1 for n in want.values())
+    assert s.taken == len(streams)  # every stream started was read
+
+
+def test_more_rows_than_the_stream_expects_still_read(export, portable, spy, monkeypatch):
+    monkeypatch.setattr(read._Fetcher, "rows_at_most", lambda self, table: 1)
+    s = spy()
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    assert {b for rt, b in s.calls if rt == "arrow_stream"} == {2}  # batches of 2 rows
+
+
+def test_connectorx_without_streams_reads_in_batches(export, portable, spy) -> None:
+    s = spy(fail_stream_start=True)
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    assert sum(rt == "arrow" for rt, _ in s.calls) == len(EVENT_TABLES)
+
+
+def test_a_stream_that_fails_falls_back_to_sqlite3(export, portable, spy) -> None:
+    s = spy(fail_stream_read=True)
+    assert_same_frames(read_trace(export, use_connectorx=True), portable)
+    assert s.taken == len(EVENT_TABLES)  # each table falls back alone
+
+
+def test_invalid_utf8_text_reads_like_sqlite3(tmp_path: Path) -> None:
+    """connectorx panics in its thread on such text (a BaseException): that table only is
+    read with sqlite3 (replacing the bad bytes), the others still with connectorx."""
+    path = rich_db().write(tmp_path / "bad.sqlite")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE NVTX_EVENTS SET text = CAST(x'61ff62' AS TEXT) WHERE rowid = "
+            "(SELECT max(rowid) FROM NVTX_EVENTS WHERE text IS NOT NULL)"
+        )
+    fast = read_trace(path, use_connectorx=True)
+    assert_same_frames(fast, read_trace(path, use_connectorx=False))
+    assert "a\ufffdb" in fast.nvtx["text"].astype(str).tolist()
+
+
+@pytest.mark.parametrize("n_cats", [0, 3, 200, 40000])  # no categories, int8, int16 codes
+def test_used_categories_are_those_of_pandas(n_cats: int) -> None:
+    rng = np.random.default_rng(n_cats)
+    cats = pd.Index([f"c{i}" for i in rng.permutation(n_cats)], dtype=object)
+    codes = rng.integers(-1, max(n_cats, 1), 5000) if n_cats else np.full(5000, -1)
+    cat = pd.Categorical.from_codes(codes, categories=cats)
+    for rows in (rng.random(5000) < 0.3, np.zeros(5000, bool), np.ones(5000, bool)):
+        want = cat[rows].remove_unused_categories()
+        got = read._used(cat, rows)
+        pd.testing.assert_extension_array_equal(got, want)
+        assert list(got.categories) == list(want.categories)  # and in the same order
+
+
+def test_stack_puts_parts_end_to_end_with_zeros_for_missing_columns() -> None:
+    a = pd.DataFrame({"x": np.arange(4, dtype=np.int64), "y": np.arange(4, dtype=np.int64) + 10})
+    b = pd.DataFrame({"x": np.array([7, 8], dtype=np.int64)})  # no "y"
+    assert read._stack([a, b], "x").tolist() == [0, 1, 2, 3, 7, 8]
+    assert read._stack([a, b], "y").tolist() == [10, 11, 12, 13, 0, 0]
+    assert "x" not in a.columns and "y" not in a.columns  # given up once copied
+    c = pd.DataFrame({"x": np.array([5, 6], dtype=np.int64)})
+    x = c["x"].to_numpy()
+    got = read._stack([c], "x")
+    assert got.dtype == np.int64 and got.tolist() == [5, 6] and np.shares_memory(got, x)
+    assert read._stack([c], "absent").tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("n_cats", [1, 5, 300])  # int8 and int16 codes
+def test_concat_cats_is_pandas_union_of_categoricals(n_cats: int) -> None:
+    rng = np.random.default_rng(n_cats)
+    names = np.array([f"k{i}" for i in range(n_cats + 40)], dtype=object)
+    parts = []
+    for size in (1000, 0, 37, 5):
+        cats = pd.Index(rng.choice(names, n_cats, replace=False), dtype=object)
+        parts.append(pd.Categorical.from_codes(rng.integers(0, n_cats, size), categories=cats))
+    got = read._concat_cats(parts)
+    want = pd.api.types.union_categoricals(parts)  # categories in order of first listing
+    assert list(got.categories) == list(want.categories)
+    assert got.astype(object).tolist() == np.concatenate([p.astype(object) for p in parts]).tolist()
+
+
+def test_first_seen_categories_order_categories_by_first_row() -> None:
+    values = ["b", None, "a", "b", "c", "a"]
+    df = pd.DataFrame(
+        {
+            "sorted": pd.Series(values, dtype=object).astype("category"),  # sqlite3: a, b, c
+            "arrow": pd.Categorical(values, categories=["b", "a", "c"]),  # already in order
+            "unused": pd.Categorical(values, categories=["z", "c", "b", "a"]),
+            "n": np.arange(6),
+        }
+    )
+    got = read._first_seen_categories(df.copy())
+    for col in ("sorted", "arrow", "unused"):
+        assert list(got[col].cat.categories) == ["b", "a", "c"], col
+        assert got[col].cat.categories.dtype == object
+        assert got[col].astype(object).tolist() == df[col].astype(object).tolist()
+    assert got["n"].tolist() == list(range(6))
+
+
+def _with_nulls(values: np.ndarray, valid: np.ndarray):
+    """An Arrow array holding ``values`` in its data buffer, NULL where ``valid`` is False."""
+    import pyarrow as pa
+
+    typ = pa.float64() if values.dtype == np.float64 else pa.int64()
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
+    return pa.Array.from_buffers(typ, len(values), [bitmap, pa.py_buffer(values.tobytes())])
+
+
+def test_zeros_under_nulls_drops_the_bitmap_only_when_nulls_hold_zero() -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    valid = np.array([True, False, True, False, False, True, True, False, True, False])
+    ints = np.where(valid, np.arange(10) + 5, 0).astype(np.int64)
+    for values in (ints, ints.astype(np.float64)):
+        arr = _with_nulls(values, valid)
+        all_null = _with_nulls(np.zeros_like(values), np.zeros(10, bool))
+        col = pa.chunked_array([arr, arr.slice(3, 5), all_null])
+        got = read._zeros_under_nulls(col)
+        assert got is not None and got.null_count == 0
+        want = pc.fill_null(col, pa.scalar(0, type=col.type))
+        assert got.to_pylist() == want.to_pylist()
+        assert got.chunk(0).buffers()[1].address == arr.buffers()[1].address  # no copy
+    for bad in (7, -1):  # a value under a NULL: it must be filled
+        dirty = ints.copy()
+        dirty[1] = bad
+        assert read._zeros_under_nulls(pa.chunked_array([_with_nulls(dirty, valid)])) is None
+    for bad in (-0.0, np.nan):  # equal to 0.0, or not a number: not 0 bits either
+        dirty = ints.astype(np.float64)
+        dirty[3] = bad
+        assert read._zeros_under_nulls(pa.chunked_array([_with_nulls(dirty, valid)])) is None
+    small = pa.chunked_array([pa.array([1, None], type=pa.int32())])
+    assert read._zeros_under_nulls(small) is None  # only the 64-bit columns the reader fills
+
+
+def test_split_gives_each_mask_rows_and_drops_the_column() -> None:
+    col = {"a": np.arange(6, dtype=np.int64), "b": np.zeros(6, np.int64)}
+    even, big = np.arange(6) % 2 == 0, np.arange(6) > 3
+    got = read._split(col, "a", even, big)
+    assert [g.tolist() for g in got] == [[0, 2, 4], [4, 5]]
+    assert list(col) == ["b"]
