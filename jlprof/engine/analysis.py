@@ -101,10 +101,10 @@ class Analysis:
             self.key_node_given = key_node is not None
             say("finding iterations")
             self.key_node: str | None = self._resolve_key_node(key_node)
-            self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
             # the group-node partials too: the summary's dashboard and the group_node report
             # need them, and built here they reuse the correlation's freed memory
-            self.cube.group_iter  # noqa: B018
+            self._build_cube(groups=True)
+            self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
 
     # ---- key node and range -------------------------------------------------------------
     def _resolve_key_node(self, key_node: str | None) -> str | None:
@@ -164,12 +164,18 @@ class Analysis:
     @property
     def cube(self) -> Cube:
         """Per-iteration partial aggregates for the current key node (cached)."""
+        return self._cubes.get(self.key_node) or self._build_cube(groups=False)
+
+    def _build_cube(self, groups: bool) -> Cube:
+        """The current key node's cube, built once; ``groups``: its group-node partials too."""
         cube = self._cubes.get(self.key_node)
         if cube is None:
             with heavy_stage():
                 it = find_iterations(self.correlated, self.key_node)
-                cube = build_cube(self.correlated, self.metrics, it)
+                cube = build_cube(self.correlated, self.metrics, it, groups=groups)
             self._cubes[self.key_node] = cube
+        elif groups:
+            cube.group_iter  # noqa: B018
         return cube
 
     def memo(self, what: str, lo: int, hi: int, build: Callable[[], Any]) -> Any:

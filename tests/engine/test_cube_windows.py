@@ -9,6 +9,8 @@ order changes a frame. The exports hold kernels running past iteration ends (ric
 """
 
 import itertools
+import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -50,6 +52,7 @@ def test_small_windows_give_the_one_pass_frames(tmp_path, monkeypatch, rows):
         assert it.count > 2, path  # the key node splits the trace
         one = _frames(a)
         assert len(iteration_windows(one["gpu_iter"], it.count)) == 1
+        default = aggregate.WINDOW_ROWS
         monkeypatch.setattr(aggregate, "WINDOW_ROWS", rows)
         windows = iteration_windows(one["gpu_iter"], it.count)
         assert len(windows) > 2, path
@@ -57,7 +60,7 @@ def test_small_windows_give_the_one_pass_frames(tmp_path, monkeypatch, rows):
         assert windows[0][0] == 0 and windows[-1][1] == it.count
         assert all(b0 == a1 for (_, b0), (a1, _) in itertools.pairwise(windows))
         got = _frames(a)
-        monkeypatch.setattr(aggregate, "WINDOW_ROWS", 1_000_000)
+        monkeypatch.setattr(aggregate, "WINDOW_ROWS", default)
         for n in FRAMES:
             pd.testing.assert_frame_equal(got[n], one[n], check_exact=True, obj=f"{path} {n}")
         for n in ("inst_iter", "gpu_iter"):
@@ -107,3 +110,53 @@ def test_window_rows_are_each_windows_rows_in_row_order(n_it):
         assert len(got) == len(windows)
         for (a, b), g in zip(windows, got, strict=True):
             np.testing.assert_array_equal(g, np.flatnonzero((it >= a) & (it < b)))
+
+
+@pytest.mark.parametrize("rows", [7, None])
+def test_group_partials_built_beside_the_cube_equal_the_ones_built_on_use(
+    tmp_path, monkeypatch, rows
+):
+    """``build_cube(groups=True)`` builds the group-node partials in a second thread while it
+    builds the rest; they must be the frame the lazy, one-thread build gives, windows or not."""
+    if rows is not None:
+        monkeypatch.setattr(aggregate, "WINDOW_ROWS", rows)
+    checked = 0
+    for path, key in _exports(tmp_path):
+        a = Analysis(read_trace(path), key_node=key)
+        it = a.cube.iterations
+        beside = build_cube(a.correlated, a.metrics, it, groups=True)
+        assert beside._group_iter is not None  # built, not left to first use
+        on_use = build_cube(a.correlated, a.metrics, it)
+        assert on_use._group_iter is None
+        pd.testing.assert_frame_equal(beside.group_iter, on_use.group_iter, check_exact=True)
+        for n in ("time_iter", "op_iter", "kernel_iter"):
+            pd.testing.assert_frame_equal(getattr(beside, n), getattr(on_use, n))
+        assert len(beside.group_iter) > 0
+        checked += 1
+    assert checked == 3
+
+
+def test_a_failing_cube_step_waits_for_the_group_thread(tmp_path, monkeypatch):
+    """An error (or Ctrl-C) in the cube's own steps ends the call only once the group-node
+    thread has ended too: nothing keeps computing on the trace behind the caller's back."""
+    path = small_training_export(tmp_path / "loop.sqlite", steps=7)
+    a = Analysis(read_trace(path), key_node="optimizer_step")
+    ended = threading.Event()
+    group_iter = aggregate._group_iter
+
+    def slow_groups(*args):
+        time.sleep(0.3)
+        try:
+            return group_iter(*args)
+        finally:
+            ended.set()
+
+    def broken(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(aggregate, "_group_iter", slow_groups)
+    monkeypatch.setattr(aggregate, "_op_iter", broken)
+    with pytest.raises(KeyboardInterrupt):
+        build_cube(a.correlated, a.metrics, a.cube.iterations, groups=True)
+    assert ended.is_set()
+    assert not [t for t in threading.enumerate() if t.name == "jlprof-groups"]
