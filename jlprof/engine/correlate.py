@@ -34,6 +34,7 @@ from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
 from jlprof.engine.torch_ops import label_names, range_labels, tops
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
+from jlprof.outputs import InThread
 
 NONE = -1
 MAX_PATH_CHARS = 1024
@@ -271,33 +272,29 @@ def correlate(
         nv = nv.loc[keep].reset_index(drop=True)
     api = trace.api.copy(deep=False)  # copy-on-write: new columns never touch the trace
     gpu = trace.gpu.copy(deep=False)
-
-    # ---- ranges: lanes (thread x domain) and nesting; start/end ranges ended elsewhere are roots
-    r_start = nv["start_ns"].to_numpy(np.int64)
-    r_end = nv["end_ns"].to_numpy(np.int64)
-    r_tid = nv["global_tid"].to_numpy(np.int64)
-    rl = _range_lanes(nv, r_start, r_end, r_tid)
-    lane, lane_tid, lane_dom, r_parent = rl.lane, rl.lane_tid, rl.lane_dom, rl.parent
-
-    # ---- range texts, parsed once each; emit_nvtx chains work for their outermost range
-    text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
-    parsed = parse_texts(list(text_cats), mode)
-    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
-    r_top = tops(is_call[text_code], r_parent)
-
-    # ---- API call -> innermost range on its thread (latest-starting across domains)
     a_start = api["start_ns"].to_numpy(np.int64)
     a_end = api["end_ns"].to_numpy(np.int64)
     a_tid = api["global_tid"].to_numpy(np.int64)
-    a_inst = _calls_in_ranges(rl, r_start, a_tid, a_start, a_end)
+    g_start = gpu["start_ns"].to_numpy(np.int64)
+    g_end = gpu["end_ns"].to_numpy(np.int64)
 
-    if len(a_inst) and len(r_top):  # a call in nested emit_nvtx ranges: the outermost's
-        in_top = (a_inst >= 0) & (r_top[np.maximum(a_inst, 0)] >= 0)
-        a_inst[in_top] = r_top[a_inst[in_top]]
-
-    # ---- GPU work -> API call: same correlationId in the same process
-    g_api = _launching_calls(api, gpu, a_tid)
+    # ---- GPU work -> API call (same correlationId in the same process), and the GPU work
+    # that overlaps no other: neither needs the ranges, so a second thread finds them while
+    # this one nests the ranges (numpy's sorts and searches release the GIL)
+    side = InThread(
+        lambda _check: (_launching_calls(api, gpu, a_tid), intervals.isolated(g_start, g_end)),
+        "jlprof-correlate",
+    )
+    try:
+        rl, r_top, parsed, text_code, a_inst = _ranges_and_calls(nv, mode, a_tid, a_start, a_end)
+    except BaseException:
+        side.cancel()  # joins: nothing runs on once this call has ended
+        raise
+    g_api, g_isolated = side.wait()
+    r_start = nv["start_ns"].to_numpy(np.int64)
+    r_end = nv["end_ns"].to_numpy(np.int64)
+    r_tid = nv["global_tid"].to_numpy(np.int64)
+    lane, lane_tid, lane_dom, r_parent = rl.lane, rl.lane_tid, rl.lane_dom, rl.parent
 
     # ---- synthetic unassociated instances
     n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
@@ -318,8 +315,6 @@ def correlate(
     # instance times: the launching call (CPU side) when known, else the GPU work itself
     ug_api = g_api[un_gpu]
     ug_has = ug_api >= 0
-    g_start = gpu["start_ns"].to_numpy(np.int64)
-    g_end = gpu["end_ns"].to_numpy(np.int64)
     u_start = _pick(a_start, ug_api, g_start[un_gpu])
     u_end = _pick(a_end, ug_api, g_end[un_gpu])
 
@@ -374,7 +369,7 @@ def correlate(
         api_share_ns=share.astype(np.int64),
         uses_tc=is_kernel & kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool),
         is_memory=~is_kernel,
-        isolated=intervals.isolated(g_start, g_end),
+        isolated=g_isolated,
     )
 
     times = [a for a in (r_start, r_end, a_start, a_end, g_start, g_end) if len(a)]
@@ -397,6 +392,32 @@ def correlate(
         lane_dom=np.asarray(lane_dom, np.int64),
         markers=_markers(parsed),
     )
+
+
+def _ranges_and_calls(
+    nv: pd.DataFrame, mode: str | None, a_tid: np.ndarray, a_start: np.ndarray, a_end: np.ndarray
+) -> tuple[_RangeLanes, np.ndarray, pd.DataFrame, np.ndarray, np.ndarray]:
+    """The ranges' lanes and nesting (start/end ranges ended elsewhere are roots), their
+    parsed texts, and per API call the innermost range around it: (lanes, emit_nvtx tops,
+    parsed texts, text code per range, range per call)."""
+    r_start = nv["start_ns"].to_numpy(np.int64)
+    r_end = nv["end_ns"].to_numpy(np.int64)
+    r_tid = nv["global_tid"].to_numpy(np.int64)
+    rl = _range_lanes(nv, r_start, r_end, r_tid)
+
+    # range texts, parsed once each; emit_nvtx chains work for their outermost range
+    text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
+    parsed = parse_texts(list(text_cats), mode)
+    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
+    r_top = tops(is_call[text_code], rl.parent)
+
+    # API call -> innermost range on its thread (latest-starting across domains)
+    a_inst = _calls_in_ranges(rl, r_start, a_tid, a_start, a_end)
+    if len(a_inst) and len(r_top):  # a call in nested emit_nvtx ranges: the outermost's
+        in_top = (a_inst >= 0) & (r_top[np.maximum(a_inst, 0)] >= 0)
+        a_inst[in_top] = r_top[a_inst[in_top]]
+    return rl, r_top, parsed, text_code, a_inst
 
 
 def _add_columns(frame: pd.DataFrame, **columns: np.ndarray) -> None:

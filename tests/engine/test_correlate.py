@@ -216,3 +216,38 @@ def test_api_innermost_matches_brute_force_with_crossing_ranges(seed):
             assert c.inst["synthetic"].iat[got[i]]
         else:
             assert got[i] == max(inside, key=lambda j: (s[j], -e[j]))
+
+
+def test_an_error_while_nesting_ranges_waits_for_the_launch_thread(monkeypatch):
+    """Launching calls and isolated GPU work are found in a second thread while the ranges
+    nest; an error (or Ctrl-C) in the nesting ends the call only once that thread has ended:
+    nothing goes on reading the trace behind the caller's back."""
+    import threading
+    import time
+
+    from jlprof.engine import correlate as corr
+
+    ended = threading.Event()
+    launching = corr._launching_calls
+
+    def slow_launching(*args):
+        time.sleep(0.3)
+        try:
+            return launching(*args)
+        finally:
+            ended.set()
+
+    def broken(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(corr, "_launching_calls", slow_launching)
+    monkeypatch.setattr(corr, "_calls_in_ranges", broken)
+    t = make_trace(gpu=[kernel(100, 200, 5)], api=[call(10, 20, 5)], nvtx=[rng("opA", 0, 50)])
+    with pytest.raises(KeyboardInterrupt):
+        correlate(t)
+    assert ended.is_set()
+    assert not [th for th in threading.enumerate() if th.name == "jlprof-correlate"]
+    monkeypatch.undo()
+    c = correlate(t)  # and the same trace correlates once nothing breaks
+    assert op_of_gpu(c, 0) == "opA"
+    assert c.gpu["isolated"].tolist() == [True]
