@@ -284,6 +284,8 @@ def _framed(
 # took 0.75 s and +0.19 GB with 250k-row windows, 0.93 s and +0.29 GB with 1M-row ones
 # (bench/cube_identity.py proves the frames do not depend on it).
 WINDOW_ROWS = 250_000
+# the most GPU rows for which build_cube's group-node partials get a thread of their own
+THREAD_GPU_ROWS = 2_000_000
 
 
 def iteration_windows(gpu_iter: np.ndarray, n_it: int) -> list[tuple[int, int]]:
@@ -367,16 +369,19 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations, *, groups: boo
     (:func:`iteration_windows`) and concatenate or merge their parts: the same frames as
     one pass, with small temporaries instead of 10M-row ones.
 
-    ``groups``: build the group-node partials too (else on first use), in a second thread
-    while this one builds the rest; numpy releases the GIL in its sorts, gathers and
-    reductions, so two cores share the cube (at 1M kernels 0.75 s -> 0.52 s).
+    ``groups``: build the group-node partials too (else on first use). Up to
+    :data:`THREAD_GPU_ROWS` GPU rows they are built in a second thread while this one builds
+    the rest: numpy releases the GIL in its sorts, gathers and reductions, so two cores
+    share the cube (at 1M kernels 0.75 s -> 0.52 s). The two threads' working sets then
+    overlap, ~50 bytes per GPU row more at the peak (+0.06 GB at 1M kernels, +0.45 GB at
+    10M): past the limit one thread builds both, in turn.
     """
     n_it = it.count
     inst_iter = it.of(c.inst["start_ns"].to_numpy(np.int64))
     gpu_iter = _launch_iter(c, it)
     windows = iteration_windows(gpu_iter, n_it)
     job = None
-    if groups:
+    if groups and len(gpu_iter) <= THREAD_GPU_ROWS:
         job = InThread(lambda _check: _group_iter(c, m, it, inst_iter, gpu_iter), "jlprof-groups")
     try:
         op_iter = _op_iter(c, m, inst_iter, windows)
@@ -386,7 +391,7 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations, *, groups: boo
         if job is not None:
             job.cancel()  # joins: nothing runs on once this call has ended
         raise
-    return Cube(
+    cube = Cube(
         iterations=it,
         inst_iter=inst_iter,
         gpu_iter=gpu_iter,
@@ -397,6 +402,9 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations, *, groups: boo
         metrics=m,
         _group_iter=None if job is None else job.wait(),
     )
+    if groups:
+        cube.group_iter  # noqa: B018 - built here past the thread's limit
+    return cube
 
 
 def _launch_iter(c: Correlated, it: Iterations) -> np.ndarray:

@@ -112,19 +112,32 @@ def test_window_rows_are_each_windows_rows_in_row_order(n_it):
             np.testing.assert_array_equal(g, np.flatnonzero((it >= a) & (it < b)))
 
 
-@pytest.mark.parametrize("rows", [7, None])
+@pytest.mark.parametrize(("rows", "thread_rows"), [(7, None), (None, None), (None, 0)])
 def test_group_partials_built_beside_the_cube_equal_the_ones_built_on_use(
-    tmp_path, monkeypatch, rows
+    tmp_path, monkeypatch, rows, thread_rows
 ):
     """``build_cube(groups=True)`` builds the group-node partials in a second thread while it
-    builds the rest; they must be the frame the lazy, one-thread build gives, windows or not."""
+    builds the rest (past ``THREAD_GPU_ROWS``: after it, in turn); they must be the frame the
+    lazy, one-thread build gives, windows or not."""
     if rows is not None:
         monkeypatch.setattr(aggregate, "WINDOW_ROWS", rows)
+    if thread_rows is not None:
+        monkeypatch.setattr(aggregate, "THREAD_GPU_ROWS", thread_rows)
+    started = []
+    in_thread = aggregate.InThread
+
+    def counted(*args, **kwargs):
+        started.append(args[-1])
+        return in_thread(*args, **kwargs)
+
+    monkeypatch.setattr(aggregate, "InThread", counted)
     checked = 0
     for path, key in _exports(tmp_path):
         a = Analysis(read_trace(path), key_node=key)
         it = a.cube.iterations
+        started.clear()
         beside = build_cube(a.correlated, a.metrics, it, groups=True)
+        assert started == ([] if thread_rows == 0 else ["jlprof-groups"])
         assert beside._group_iter is not None  # built, not left to first use
         on_use = build_cube(a.correlated, a.metrics, it)
         assert on_use._group_iter is None
