@@ -328,6 +328,41 @@ def _window_rows(
     return [order[ends[w] : ends[w + 1]] for w in range(len(windows))]
 
 
+def _overlap_rows(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> list[np.ndarray | None]:
+    """Per window of time ``[edges[w], edges[w + 1])``, the intervals that overlap it
+    (``start < edges[w + 1]`` and ``end > edges[w]``), in row order; ``[None]`` (every row)
+    for one window. Each row's first and last window come from two binary searches, so the
+    rows are sorted by window once, not scanned once per window (10M rows, 40 windows: ~1 s);
+    the few rows across a window's edge are then added to the later windows they reach."""
+    if len(edges) <= 2:
+        return [None]
+    nw = len(edges) - 1
+    first = np.searchsorted(edges[1:], start, side="right")  # first window ending after start
+    last = np.searchsorted(edges[:-1], end, side="left")  # one past the last starting before end
+    last -= 1
+    small = np.uint8 if nw < 255 else np.uint16 if nw < 65535 else np.int64
+    some = first <= last
+    key = np.where(some, first, nw).astype(small)  # nw: in no window
+    order = np.argsort(key, kind="stable")  # radix: rows of each first window, in row order
+    bounds = np.searchsorted(key[order], np.arange(nw + 1, dtype=small))
+    del key
+    out = [order[bounds[w] : bounds[w + 1]] for w in range(nw)]
+    across = np.flatnonzero(some & (last > first))
+    del some, order
+    if len(across):  # rows reaching later windows: each one's windows first + 1 .. last
+        reach = (last[across] - first[across]).astype(np.int64)
+        rows = np.repeat(across, reach)
+        step = np.arange(len(rows)) - np.repeat(np.cumsum(reach) - reach, reach)
+        wins = np.repeat(first[across].astype(np.int64), reach) + step + 1
+        by = np.argsort(wins, kind="stable")  # row order within each window
+        rows, wins = rows[by], wins[by]
+        cut = np.searchsorted(wins, np.arange(nw + 1))
+        for w in np.flatnonzero(np.diff(cut)).tolist():
+            extra = rows[cut[w] : cut[w + 1]]
+            out[w] = np.insert(out[w], np.searchsorted(out[w], extra), extra)
+    return out
+
+
 def _take(x: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
     return x if rows is None else x[rows]
 
@@ -935,9 +970,9 @@ def _time_iter(
     del host
     ngroups = n_lanes * n_it
     cum = np.zeros((len(CATEGORIES) + 1, ngroups), dtype=np.int64)
-    for a, b in windows:
+    edges = it.bounds_ns[[a for a, _ in windows] + [windows[-1][1]]]
+    for (a, b), rows in zip(windows, _overlap_rows(gs, ge, edges), strict=True):
         lo, hi = int(it.bounds_ns[a]), int(it.bounds_ns[b])
-        rows = None if len(windows) == 1 else np.flatnonzero((gs < hi) & (ge > lo))
         cats, alone_from = _gpu_categories(g, rows, lanes.of(rows))
         for ms, me in host_merged:
             i0, i1 = (0, len(ms)) if rows is None else (

@@ -112,6 +112,29 @@ def test_window_rows_are_each_windows_rows_in_row_order(n_it):
             np.testing.assert_array_equal(g, np.flatnonzero((it >= a) & (it < b)))
 
 
+@pytest.mark.parametrize("n_windows", [1, 2, 40, 300])  # 300: over 255 windows
+def test_overlap_rows_are_the_rows_each_window_of_time_overlaps_in_row_order(n_windows):
+    """Two binary searches and one sort give what a scan per window gives: every interval
+    that overlaps a window's span (``start < hi`` and ``end > lo``), in row order, intervals
+    across edges in every window they reach, empty and inverted intervals by the same rule."""
+    rng = np.random.default_rng(n_windows)
+    edges = np.sort(rng.choice(np.arange(-50, 20_000), size=n_windows + 1, replace=False))
+    start = rng.integers(-100, 20_100, size=5000)
+    length = rng.integers(0, 3000, size=5000) * (rng.random(5000) < 0.9)  # 10 % empty
+    end = start + length - rng.integers(0, 5, size=5000) * (rng.random(5000) < 0.05)
+    got = aggregate._overlap_rows(start, end, edges)
+    if n_windows == 1:
+        assert got == [None]
+        return
+    assert len(got) == n_windows
+    across = 0
+    for w, rows in enumerate(got):
+        want = np.flatnonzero((start < edges[w + 1]) & (end > edges[w]))
+        np.testing.assert_array_equal(rows, want)
+        across += int(np.count_nonzero(start[rows] < edges[w]))
+    assert across > 0  # some intervals reached windows after the one they start in
+
+
 @pytest.mark.parametrize(("rows", "thread_rows"), [(7, None), (None, None), (None, 0)])
 def test_group_partials_built_beside_the_cube_equal_the_ones_built_on_use(
     tmp_path, monkeypatch, rows, thread_rows
