@@ -288,22 +288,24 @@ class Plan:
         by the formats written together)."""
         n = hi - lo
         idx = np.empty((n, len(self.pieces)), np.int32)
-        arrays, at, t = [self.base], len(self.base), 0
+        arrays, at, t, size = [self.base], len(self.base), 0, 0  # size: the text's bytes
         for j, (kind, what) in enumerate(self.pieces):
             if kind == "render":
                 arrays.append(self._render(what, lo, hi, done))
+                size += _data_bytes(arrays[-1])
                 idx[:, j] = np.arange(at, at + n, dtype=np.int32)
                 at += n
                 continue
             start = np.int32(self.starts[t])
+            lengths = self.lengths[self.starts[t] : self.starts[t + 1]]
             if kind == "run":
-                np.add(what[lo:hi], start, out=idx[:, j], casting="unsafe")
+                codes = what[lo:hi]
+                np.add(codes, start, out=idx[:, j], casting="unsafe")
+                size += int(lengths[codes].sum())
             else:
                 idx[:, j] = start
+                size += n * int(lengths[0])
             t += 1
-        size = sum(int(self.lengths[idx[:, j]].sum()) for j in range(idx.shape[1])
-                   if self.pieces[j][0] != "render")  # fmt: skip
-        size += sum(_data_bytes(a) for a in arrays[1:])
         text = self._values(arrays, size, idx.size).take(pa.array(idx.reshape(-1)))
         return _data(text)
 
