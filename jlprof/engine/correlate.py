@@ -525,6 +525,21 @@ def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) ->
             pid_codes, _ = pd.factorize(np.concatenate([a_pid, g_pid]))
             ka = pid_codes[: len(api)].astype(np.int64) << 40 | corr_a
             kg = pid_codes[len(api) :].astype(np.int64) << 40 | corr_g
+        lo = int(ka.min())
+        span = int(ka.max()) - lo + 1
+        if span <= 4 * len(ka) and bool((ka[1:] > ka[:-1]).all()):
+            # ids arrive in order, each once, from a compact range (one process: the usual
+            # case): a table of call rows by id, read in GPU order (nearly sequential), in
+            # place of a binary search per GPU row
+            table = np.full(span + 1, NONE, np.int64)  # the last slot: ids out of range
+            table[ka - lo] = np.arange(len(ka))
+            at = kg - lo
+            np.clip(at, -1, span, out=at)  # -1 is the last slot too
+            g_api = table[at]
+            raw = gpu["correlation_id"].to_numpy()
+            if raw.min() < 0:  # GPU work without a correlation id
+                g_api[raw < 0] = NONE
+            return g_api
         if bool((ka[1:] >= ka[:-1]).all()):  # calls arrive in correlation id order
             asort, ka_sorted = None, ka
         else:

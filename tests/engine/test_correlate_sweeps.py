@@ -105,7 +105,9 @@ def launching_by_definition(a_pid, a_corr, g_pid, g_corr):
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("layout", ["sorted", "shuffled", "duplicates", "two_processes"])
+@pytest.mark.parametrize(
+    "layout", ["sorted", "shuffled", "duplicates", "two_processes", "one_process", "sparse_ids"]
+)
 def test_launching_call_by_correlation_id_and_process(seed, layout):
     r = np.random.default_rng(seed)
     n = 200
@@ -119,6 +121,10 @@ def test_launching_call_by_correlation_id_and_process(seed, layout):
         a_pid[r.random(n) < 0.5] = 9 << 24
     g_corr = np.concatenate([r.choice(a_corr, n), r.integers(-3, 2 * n + 10, 40)])
     g_pid = np.where(r.random(len(g_corr)) < 0.8, 7 << 24, 9 << 24).astype(np.int64)
+    if layout in ("one_process", "sparse_ids"):  # one process: ids alone (by table if compact)
+        g_pid[:] = 7 << 24
+    if layout == "sparse_ids":  # ids spread over far more values than calls: searched
+        a_corr, g_corr = a_corr * 1000, np.where(g_corr > 0, g_corr * 1000, g_corr)
     api = pd.DataFrame({"correlation_id": a_corr})
     gpu = pd.DataFrame({"correlation_id": g_corr, "global_pid": g_pid})
     got = _launching_calls(api, gpu, a_pid + 3)  # thread ids of the calling processes
