@@ -284,7 +284,7 @@ def _framed(
 # took 0.75 s and +0.19 GB with 250k-row windows, 0.93 s and +0.29 GB with 1M-row ones
 # (bench/cube_identity.py proves the frames do not depend on it).
 WINDOW_ROWS = 250_000
-# the most GPU rows for which build_cube's group-node partials get a thread of their own
+# the most GPU rows for which build_cube builds the group-node partials in its second thread
 THREAD_GPU_ROWS = 2_000_000
 
 
@@ -404,28 +404,31 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations, *, groups: boo
     (:func:`iteration_windows`) and concatenate or merge their parts: the same frames as
     one pass, with small temporaries instead of 10M-row ones.
 
-    ``groups``: build the group-node partials too (else on first use). Up to
-    :data:`THREAD_GPU_ROWS` GPU rows they are built in a second thread while this one builds
-    the rest: numpy releases the GIL in its sorts, gathers and reductions, so two cores
-    share the cube (at 1M kernels 0.75 s -> 0.52 s). The two threads' working sets then
-    overlap, ~50 bytes per GPU row more at the peak (+0.06 GB at 1M kernels, +0.45 GB at
-    10M): past the limit one thread builds both, in turn.
+    Two cores share the work: a second thread builds the time partition (small working set)
+    while this one builds the per-op and per-kernel partials; numpy releases the GIL in its
+    sorts, gathers and reductions. ``groups``: build the group-node partials too (else on
+    first use); up to :data:`THREAD_GPU_ROWS` GPU rows in the second thread as well, since
+    their working set then overlaps the per-op partials' (~50 bytes per GPU row more at the
+    peak: +0.06 GB at 1M kernels, +0.45 GB at 10M); past it in this thread, last.
     """
     n_it = it.count
     inst_iter = it.of(c.inst["start_ns"].to_numpy(np.int64))
     gpu_iter = _launch_iter(c, it)
     windows = iteration_windows(gpu_iter, n_it)
-    job = None
-    if groups and len(gpu_iter) <= THREAD_GPU_ROWS:
-        job = InThread(lambda _check: _group_iter(c, m, it, inst_iter, gpu_iter), "jlprof-groups")
+    beside = groups and len(gpu_iter) <= THREAD_GPU_ROWS
+
+    def second(_check: Callable[[], None]) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        time_iter = _time_iter(c, it, windows)
+        return time_iter, _group_iter(c, m, it, inst_iter, gpu_iter) if beside else None
+
+    job = InThread(second, "jlprof-cube")
     try:
         op_iter = _op_iter(c, m, inst_iter, windows)
         kernel_iter = _kernel_iter(c, gpu_iter, n_it, windows)
-        time_iter = _time_iter(c, it, windows)
     except BaseException:
-        if job is not None:
-            job.cancel()  # joins: nothing runs on once this call has ended
+        job.cancel()  # joins: nothing runs on once this call has ended
         raise
+    time_iter, group_iter = job.wait()
     cube = Cube(
         iterations=it,
         inst_iter=inst_iter,
@@ -435,7 +438,7 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations, *, groups: boo
         time_iter=time_iter,
         correlated=c,
         metrics=m,
-        _group_iter=None if job is None else job.wait(),
+        _group_iter=group_iter,
     )
     if groups:
         cube.group_iter  # noqa: B018 - built here past the thread's limit

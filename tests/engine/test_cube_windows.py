@@ -139,28 +139,28 @@ def test_overlap_rows_are_the_rows_each_window_of_time_overlaps_in_row_order(n_w
 def test_group_partials_built_beside_the_cube_equal_the_ones_built_on_use(
     tmp_path, monkeypatch, rows, thread_rows
 ):
-    """``build_cube(groups=True)`` builds the group-node partials in a second thread while it
-    builds the rest (past ``THREAD_GPU_ROWS``: after it, in turn); they must be the frame the
-    lazy, one-thread build gives, windows or not."""
+    """``build_cube(groups=True)`` builds the group-node partials in its second thread (past
+    ``THREAD_GPU_ROWS``: in its own, after the rest); they must be the frame the lazy build
+    gives, windows or not."""
     if rows is not None:
         monkeypatch.setattr(aggregate, "WINDOW_ROWS", rows)
     if thread_rows is not None:
         monkeypatch.setattr(aggregate, "THREAD_GPU_ROWS", thread_rows)
-    started = []
-    in_thread = aggregate.InThread
+    ran_in = []  # the thread each group-node build ran in
+    group_iter = aggregate._group_iter
 
-    def counted(*args, **kwargs):
-        started.append(args[-1])
-        return in_thread(*args, **kwargs)
+    def recorded(*args):
+        ran_in.append(threading.current_thread().name)
+        return group_iter(*args)
 
-    monkeypatch.setattr(aggregate, "InThread", counted)
+    monkeypatch.setattr(aggregate, "_group_iter", recorded)
     checked = 0
     for path, key in _exports(tmp_path):
         a = Analysis(read_trace(path), key_node=key)
         it = a.cube.iterations
-        started.clear()
+        ran_in.clear()
         beside = build_cube(a.correlated, a.metrics, it, groups=True)
-        assert started == ([] if thread_rows == 0 else ["jlprof-groups"])
+        assert ran_in == ["MainThread" if thread_rows == 0 else "jlprof-cube"]
         assert beside._group_iter is not None  # built, not left to first use
         on_use = build_cube(a.correlated, a.metrics, it)
         assert on_use._group_iter is None
@@ -172,9 +172,10 @@ def test_group_partials_built_beside_the_cube_equal_the_ones_built_on_use(
     assert checked == 3
 
 
-def test_a_failing_cube_step_waits_for_the_group_thread(tmp_path, monkeypatch):
-    """An error (or Ctrl-C) in the cube's own steps ends the call only once the group-node
-    thread has ended too: nothing keeps computing on the trace behind the caller's back."""
+def test_a_failing_cube_step_waits_for_the_second_thread(tmp_path, monkeypatch):
+    """An error (or Ctrl-C) in the cube's own steps ends the call only once its second thread
+    (time partition, group-node partials) has ended too: nothing keeps computing on the trace
+    behind the caller's back."""
     path = small_training_export(tmp_path / "loop.sqlite", steps=7)
     a = Analysis(read_trace(path), key_node="optimizer_step")
     ended = threading.Event()
@@ -195,4 +196,4 @@ def test_a_failing_cube_step_waits_for_the_group_thread(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         build_cube(a.correlated, a.metrics, a.cube.iterations, groups=True)
     assert ended.is_set()
-    assert not [t for t in threading.enumerate() if t.name == "jlprof-groups"]
+    assert not [t for t in threading.enumerate() if t.name == "jlprof-cube"]
