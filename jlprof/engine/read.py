@@ -60,6 +60,11 @@ _IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
 Progress = Callable[[str], None]
 # leading columns every GPU activity table shares, and the kernel launch dimensions
 _LAUNCH_DIMS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+# small-valued columns (ordinals, ids, launch dimensions, flags, event kinds): held as int32
+# when the read finds every value in its range (see trace.py), 4 bytes a row each for the
+# whole run (at 1M kernels ~44 MB of the gpu, api and nvtx frames; 10x that at 10M)
+_NARROW = frozenset(["device_id", "stream_id", *_LAUNCH_DIMS, "pageable"])
+_INT32 = np.iinfo(np.int32)
 
 
 class StringTable:
@@ -356,6 +361,17 @@ def _int(df: pd.DataFrame, col: str) -> np.ndarray:
     return _as_int64(df[col], -1)
 
 
+def _fits_int32(x: np.ndarray) -> bool:
+    """True when ``x`` has rows and every value fits int32 (no rows: int64, as a missing
+    table's :func:`~jlprof.engine.trace.empty_frame` has it)."""
+    return len(x) > 0 and int(x.min()) >= _INT32.min and int(x.max()) <= _INT32.max
+
+
+def _narrow(x: np.ndarray) -> np.ndarray:
+    """``x`` (int64) as int32 when it has rows that all fit, else as it is."""
+    return x.astype(np.int32) if _fits_int32(x) else x
+
+
 class _Select:
     """A SELECT of bare columns of ``table`` whose NULLs (and absence) become defaults after
     reading.
@@ -527,20 +543,23 @@ def _read_gpu_work(f: _Fetcher, selects: dict[str, _Select], strings: StringTabl
 
 
 def _stack(parts: list[pd.DataFrame], col: str) -> np.ndarray:
-    """Column ``col`` of the parts end to end as int64, 0 for a part without it.
+    """Column ``col`` of the parts end to end as int64, 0 for a part without it; int32 for
+    the :data:`_NARROW` columns whose values all fit.
 
     Each part gives its column up (``pop``) as it is copied, so a kernel column's memory
     goes before the next is copied: the read's peak holds one column twice, not all of
-    them (1.2 GB at 10M kernels). A single part's column is used as is (no copy).
+    them (1.2 GB at 10M kernels). A single int64 part's column is used as is (no copy).
     """
     sizes = [len(p) for p in parts]
-    have = [p.pop(col) if col in p.columns else None for p in parts]
+    have = [None if col not in p.columns else _as_int64(p.pop(col), 0) for p in parts]
+    narrow = col in _NARROW and all(h is None or _fits_int32(h) for h in have)
+    dtype = np.int32 if narrow else np.int64
     if len(parts) == 1:
-        return np.zeros(sizes[0], np.int64) if have[0] is None else _as_int64(have[0], 0)
-    out = np.empty(sum(sizes), np.int64)
+        return np.zeros(sizes[0], dtype) if have[0] is None else have[0].astype(dtype, copy=False)
+    out = np.empty(sum(sizes), dtype)
     start = 0
     for i, n in enumerate(sizes):
-        out[start : start + n] = 0 if have[i] is None else _as_int64(have[i], 0)
+        out[start : start + n] = 0 if have[i] is None else have[i]
         have[i] = None
         start += n
     return out
@@ -592,6 +611,7 @@ def _read_api(f: _Fetcher, selects: dict[str, _Select], strings: StringTable) ->
     name_codes, cats = pd.factorize(stripped, sort=False)
     # a new frame of the columns as they are: assigning them back to ``df`` copied each
     cols = {c: _int(df, c) for c in API_COLUMNS if c != "name"}
+    cols["event_class"] = _narrow(cols["event_class"])  # 0 runtime, 1 driver
     cols["name"] = pd.Categorical.from_codes(
         np.asarray(name_codes, np.int32)[codes],
         categories=pd.Index(np.asarray(cats, object), dtype=object),
@@ -643,7 +663,7 @@ def _read_nvtx(
     del col["domain_id"], known, is_dom, dom_lookup
     # each read column split into its range and mark rows, then let go (at 10M kernels the
     # NVTX table's columns held ~0.5 GB more at the read's peak)
-    out_rng = {"event_type": etype[is_range], "domain": _used(domain, is_range)}
+    out_rng = {"event_type": _narrow(etype[is_range]), "domain": _used(domain, is_range)}
     out_marks = {"domain": _used(domain, is_mark)}
     del etype, col["event_type"], domain
     out_rng["text"], out_marks["text"] = _used(text, is_range), _used(text, is_mark)
