@@ -368,7 +368,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
     blank = take_categorical(np.zeros(0, object), np.full(n, -1))
     g_start = col(g["start_ns"].to_numpy(np.int64))
     cols: dict[str, Any] = {
-        "Iteration": np.array(it[rows]),  # a copy: the frame must not alias the cube
+        "Iteration": np.array(it[rows], np.int64),  # a copy (the cube's is int32)
         "Op ID": pick("op_id"),
         "Op Name": pick("op_name"),
     }
