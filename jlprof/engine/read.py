@@ -60,10 +60,21 @@ _IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
 Progress = Callable[[str], None]
 # leading columns every GPU activity table shares, and the kernel launch dimensions
 _LAUNCH_DIMS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-# small-valued columns (ordinals, ids, launch dimensions, flags, event kinds): held as int32
-# when the read finds every value in its range (see trace.py), 4 bytes a row each for the
-# whole run (at 1M kernels ~44 MB of the gpu, api and nvtx frames; 10x that at 10M)
-_NARROW = frozenset(["device_id", "stream_id", *_LAUNCH_DIMS, "pageable"])
+# columns whose values are usually small (ordinals, ids, launch dimensions, flags, event
+# kinds, copy sizes): held as int32 when the read finds every value in its range (see
+# trace.py), 4 bytes a row each for the whole run (at 1M kernels ~60 MB of the gpu, api and
+# nvtx frames; 10x that at 10M)
+_NARROW = frozenset(
+    [
+        "device_id",
+        "stream_id",
+        "correlation_id",
+        *_LAUNCH_DIMS,
+        "bytes",
+        "graph_node_id",
+        "pageable",
+    ]
+)
 _INT32 = np.iinfo(np.int32)
 
 
@@ -612,6 +623,7 @@ def _read_api(f: _Fetcher, selects: dict[str, _Select], strings: StringTable) ->
     # a new frame of the columns as they are: assigning them back to ``df`` copied each
     cols = {c: _int(df, c) for c in API_COLUMNS if c != "name"}
     cols["event_class"] = _narrow(cols["event_class"])  # 0 runtime, 1 driver
+    cols["correlation_id"] = _narrow(cols["correlation_id"])
     cols["name"] = pd.Categorical.from_codes(
         np.asarray(name_codes, np.int32)[codes],
         categories=pd.Index(np.asarray(cats, object), dtype=object),

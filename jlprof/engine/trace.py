@@ -13,17 +13,18 @@ where they enter arithmetic or a report (a report's column stays int64).
     start_ns, end_ns  int64
     device_id       int32* CUDA device ordinal as CUPTI saw it
     stream_id       int32*
-    correlation_id  int64 unique per process only
+    correlation_id  int32* unique per process only
     global_pid      int64 ``globalTid & 0xFFFFFFFFFF000000`` of the launching process
     name            category short kernel name (memcpy: ``[CUDA memcpy HtoD]`` as nsys names it)
     long_name       category demangled name (falls back to ``name``)
     grid_x … block_z  int32* (0 for memory work)
-    bytes           int64 (0 for kernels)
-    graph_node_id   int64 (0 when not launched from a CUDA graph)
+    bytes           int32* (0 for kernels)
+    graph_node_id   int32* (0 when not launched from a CUDA graph)
     pageable        int32* 1 for a memcpy from/to pageable (unpinned) host memory, else 0
 
 ``api`` (CUDA runtime and driver calls)
-    start_ns, end_ns, global_tid, correlation_id  int64
+    start_ns, end_ns, global_tid  int64
+    correlation_id  int32*
     name            category, CUPTI version suffix (``_v7000``) stripped
     event_class     int32* 0 runtime, 1 driver
 

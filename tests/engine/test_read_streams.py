@@ -191,8 +191,8 @@ def test_stack_narrows_small_valued_columns_only_when_every_value_fits() -> None
     assert got.dtype == np.int64 and got.tolist() == [7, 2**31]
     one = pd.DataFrame({"stream_id": np.array([-(2**31) - 1], dtype=np.int64)})
     assert read._stack([one], "stream_id").dtype == np.int64
-    wide = pd.DataFrame({"bytes": np.array([1, 2], dtype=np.int64)})  # not a narrowed column
-    assert read._stack([wide], "bytes").dtype == np.int64
+    wide = pd.DataFrame({"start_ns": np.array([1, 2], dtype=np.int64)})  # never narrowed
+    assert read._stack([wide], "start_ns").dtype == np.int64
     assert read._stack([pd.DataFrame(index=range(3))], "grid_x").dtype == np.int32  # zeros
     assert read._narrow(np.zeros(0, np.int64)).dtype == np.int64  # no rows: as empty_frame
 
@@ -214,6 +214,9 @@ def test_small_valued_trace_columns_are_int32_and_keep_their_values(export, port
     assert portable.api["event_class"].dtype == np.int32
     assert sorted(portable.api["event_class"].tolist()) == classes
     assert portable.nvtx["event_type"].dtype == np.int32
+    for col in ("correlation_id", "bytes", "graph_node_id", "pageable"):
+        assert portable.gpu[col].dtype == np.int32, col
+    assert portable.api["correlation_id"].dtype == np.int32
 
 
 @pytest.mark.parametrize("n_cats", [1, 5, 300])  # int8 and int16 codes
