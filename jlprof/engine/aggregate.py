@@ -823,7 +823,7 @@ class _LaneTable:
             f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)
         ]
         known = gpus["cu_device"].to_numpy(np.int64)
-        self.dev = c.gpu["device_id"].to_numpy(np.int64)
+        self.dev = c.gpu["device_id"].to_numpy()  # as held (int32: no trace-long int64 copy)
         seen = np.asarray(pd.unique(self.dev), dtype=np.int64)  # hashing: no 10M-row sort
         unknown = np.setdiff1d(seen, known)  # sorted, as np.unique gave them
         self.labels += [f"GPU {int(d)}" for d in unknown]
