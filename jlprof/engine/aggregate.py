@@ -291,7 +291,7 @@ THREAD_GPU_ROWS = 2_000_000
 def iteration_windows(gpu_iter: np.ndarray, n_it: int) -> list[tuple[int, int]]:
     """Consecutive iteration ranges ``[a, b)`` holding at most :data:`WINDOW_ROWS` GPU rows
     each (:func:`row_windows`); a small trace is one window (the code path of no windows)."""
-    return row_windows(np.bincount(np.asarray(gpu_iter, np.int64), minlength=n_it), WINDOW_ROWS)
+    return row_windows(np.bincount(gpu_iter, minlength=n_it), WINDOW_ROWS)  # int32: no copy
 
 
 def row_windows(counts: np.ndarray, rows: int) -> list[tuple[int, int]]:
@@ -412,7 +412,8 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations, *, groups: boo
     peak: +0.06 GB at 1M kernels, +0.45 GB at 10M); past it in this thread, last.
     """
     n_it = it.count
-    inst_iter = it.of(c.inst["start_ns"].to_numpy(np.int64))
+    inst_start = c.inst["start_ns"].to_numpy(np.int64)
+    inst_iter = _iterations_of(it, len(inst_start), lambda part: inst_start[part])
     gpu_iter = _launch_iter(c, it)
     windows = iteration_windows(gpu_iter, n_it)
     beside = groups and len(gpu_iter) <= THREAD_GPU_ROWS
@@ -445,20 +446,31 @@ def build_cube(c: Correlated, m: InstanceMetrics, it: Iterations, *, groups: boo
     return cube
 
 
+def _iterations_of(it: Iterations, n: int, times: Callable[[slice], np.ndarray]) -> np.ndarray:
+    """Iteration of each of ``n`` rows, ``times(part)`` giving a slice's times: int32 (the
+    cube holds ``inst_iter`` and ``gpu_iter`` for the whole run: 4 bytes a row saved; read
+    them as int64 where they enter a product), computed by slices (no trace-long int64
+    temporaries)."""
+    out = np.empty(n, np.int32 if it.count < 1 << 31 else np.int64)
+    for lo in range(0, n, WINDOW_ROWS):
+        part = slice(lo, lo + WINDOW_ROWS)
+        out[part] = it.of(times(part))
+    return out
+
+
 def _launch_iter(c: Correlated, it: Iterations) -> np.ndarray:
     """Iteration of each GPU row's launch (its API call's start; its own start without one)."""
     g = c.gpu
-    n = len(g)
-    out = np.zeros(n, np.int64)
     g_api = g["api"].to_numpy(np.int64)
     g_start = g["start_ns"].to_numpy(np.int64)
     a_start = c.api["start_ns"].to_numpy(np.int64)
-    for lo in range(0, n, WINDOW_ROWS):  # slices: no 10M-row launch-time temporaries
-        part = slice(lo, lo + WINDOW_ROWS)
+
+    def launched(part: slice) -> np.ndarray:
         ga = g_api[part]
-        launched = a_start[np.maximum(ga, 0)] if len(a_start) else 0
-        out[part] = it.of(np.where(ga >= 0, launched, g_start[part]))
-    return out
+        at = a_start[np.maximum(ga, 0)] if len(a_start) else 0
+        return np.where(ga >= 0, at, g_start[part])
+
+    return _iterations_of(it, len(g), launched)
 
 
 def _op_iter(
@@ -874,7 +886,7 @@ class _LaneTable:
             f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)
         ]
         known = gpus["cu_device"].to_numpy(np.int64)
-        self.dev = c.gpu["device_id"].to_numpy(np.int64)
+        self.dev = c.gpu["device_id"].to_numpy()  # as held (int32: no trace-long int64 copy)
         seen = np.asarray(pd.unique(self.dev), dtype=np.int64)  # hashing: no 10M-row sort
         unknown = np.setdiff1d(seen, known)  # sorted, as np.unique gave them
         self.labels += [f"GPU {int(d)}" for d in unknown]

@@ -60,6 +60,22 @@ _IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
 Progress = Callable[[str], None]
 # leading columns every GPU activity table shares, and the kernel launch dimensions
 _LAUNCH_DIMS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+# columns whose values are usually small (ordinals, ids, launch dimensions, flags, event
+# kinds, copy sizes): held as int32 when the read finds every value in its range (see
+# trace.py), 4 bytes a row each for the whole run (at 1M kernels ~60 MB of the gpu, api and
+# nvtx frames; 10x that at 10M)
+_NARROW = frozenset(
+    [
+        "device_id",
+        "stream_id",
+        "correlation_id",
+        *_LAUNCH_DIMS,
+        "bytes",
+        "graph_node_id",
+        "pageable",
+    ]
+)
+_INT32 = np.iinfo(np.int32)
 
 
 class StringTable:
@@ -175,7 +191,7 @@ class _Fetcher:
         self.conn = conn
         self.path = path
         self.cx = None
-        self.streams: dict[str, object] = {}  # SQL -> connectorx's RecordBatchReader
+        self.streams: dict[str, object] = {}  # table -> connectorx's RecordBatchReader
         if use_connectorx is not False:
             try:
                 import connectorx
@@ -205,8 +221,8 @@ class _Fetcher:
             return None
         return max(1, min(int(hi) - int(lo) + 1, self.path.stat().st_size // 16))
 
-    def start(self, sql: str, rows: int | None) -> bool:
-        """Start reading ``sql`` (at most ``rows`` rows) as one Arrow batch; False if it can't.
+    def start(self, q: _Select, rows: int | None) -> bool:
+        """Start reading ``q`` (at most ``rows`` rows) as one Arrow batch; False if it can't.
 
         connectorx runs the query in its own thread; :meth:`frame` takes the result.
         """
@@ -214,9 +230,9 @@ class _Fetcher:
             return False
         try:
             # one more than the rows: connectorx flushes a full batch and then an empty one
-            self.streams[sql] = self.cx.read_sql(
+            self.streams[q.table] = self.cx.read_sql(
                 schema.connectorx_uri(self.path),
-                sql,
+                q.sql,
                 return_type="arrow_stream",
                 batch_size=rows + 1,
             )
@@ -224,25 +240,23 @@ class _Fetcher:
             return False
         return True
 
-    def _arrow(self, sql: str):
-        """connectorx's Arrow table of ``sql``: the stream started for it, else a plain read."""
-        stream = self.streams.pop(sql, None)
+    def _arrow(self, q: _Select):
+        """connectorx's Arrow table of ``q``: the stream started for it, else a plain read."""
+        stream = self.streams.pop(q.table, None)
         if stream is not None:
             return stream.read_all()
-        return self.cx.read_sql(schema.connectorx_uri(self.path), sql, return_type="arrow")
+        return self.cx.read_sql(schema.connectorx_uri(self.path), q.sql, return_type="arrow")
 
-    def frame(
-        self, sql: str, names: list[str], fill: dict[str, int | float] | None = None
-    ) -> pd.DataFrame:
-        """Rows of ``sql`` as columns ``names``; NULLs of the ``fill`` columns replaced.
+    def frame(self, q: _Select) -> pd.DataFrame:
+        """Rows of ``q`` as its columns ``q.names``; NULLs of its ``q.fill`` columns replaced.
 
         Filling after reading instead of ``coalesce()`` in the SELECT: SQLite then hands
         the declared column types straight through, ~20-40 % faster per 1M-row table.
         """
-        fill = fill or {}
+        names, fill = q.names, q.fill
         if self.cx is not None:
             try:
-                tbl = _fill_arrow(self._arrow(sql), [fill.get(n) for n in names])
+                tbl = _fill_arrow(self._arrow(q), [fill.get(n) for n in names])
                 # split blocks: one array per column, no consolidation copy
                 df = tbl.to_pandas(
                     strings_to_categorical=True, self_destruct=True, split_blocks=True
@@ -255,7 +269,7 @@ class _Fetcher:
                 if type(exc).__name__ != "PanicException":  # pyo3's; Ctrl-C etc. go through
                     raise
         # this table only: the other tables' streams still read with connectorx
-        cur = self.conn.execute(sql)
+        cur = self.conn.execute(q.sql)
         records = cur.fetchall()
         if not records:
             kinds = {n: "float64" if isinstance(fill.get(n), float) else "int64" for n in names}
@@ -358,14 +372,28 @@ def _int(df: pd.DataFrame, col: str) -> np.ndarray:
     return _as_int64(df[col], -1)
 
 
+def _fits_int32(x: np.ndarray) -> bool:
+    """True when ``x`` has rows and every value fits int32 (no rows: int64, as a missing
+    table's :func:`~jlprof.engine.trace.empty_frame` has it)."""
+    return len(x) > 0 and int(x.min()) >= _INT32.min and int(x.max()) <= _INT32.max
+
+
+def _narrow(x: np.ndarray) -> np.ndarray:
+    """``x`` (int64) as int32 when it has rows that all fit, else as it is."""
+    return x.astype(np.int32) if _fits_int32(x) else x
+
+
 class _Select:
-    """A SELECT of bare columns whose NULLs (and absence) become defaults after reading.
+    """A SELECT of bare columns of ``table`` whose NULLs (and absence) become defaults after
+    reading.
 
     Columns move and disappear across nsys versions; a missing one is selected as its
-    default literal. See :meth:`_Fetcher.frame` for why not ``coalesce()``.
+    default literal. See :meth:`_Fetcher.frame` for why not ``coalesce()``. Built once per
+    table (:func:`_event_selects`): the stream started for it and its reader share it.
     """
 
-    def __init__(self, avail: list[str]) -> None:
+    def __init__(self, table: str, avail: list[str]) -> None:
+        self.table = table
         self.avail = avail
         self.exprs: list[str] = []
         self.names: list[str] = []
@@ -384,16 +412,14 @@ class _Select:
         self.names.append(out)
         return self
 
-    def sql(self, table: str) -> str:
-        return f"SELECT {', '.join(self.exprs)} FROM {table}"
-
-    def read(self, f: _Fetcher, table: str) -> pd.DataFrame:
-        return f.frame(self.sql(table), self.names, self.fill)
+    @property
+    def sql(self) -> str:
+        return f"SELECT {', '.join(self.exprs)} FROM {self.table}"
 
 
-def _activity(avail: list[str]) -> _Select:
+def _activity(table: str, avail: list[str]) -> _Select:
     """The columns every GPU activity table starts with: times, device, stream, launch."""
-    q = _Select(avail).raw("start", "start_ns").raw("end", "end_ns")
+    q = _Select(table, avail).raw("start", "start_ns").raw("end", "end_ns")
     q.col("deviceId", "device_id").col("streamId", "stream_id")
     return q.col("correlationId", "correlation_id", -1).col("globalPid", "global_pid")
 
@@ -419,7 +445,7 @@ _NVTX = "NVTX_EVENTS"
 
 
 def _kernel_select(conn: sqlite3.Connection) -> _Select:
-    q = _activity(schema.columns(conn, _KERNELS))
+    q = _activity(_KERNELS, schema.columns(conn, _KERNELS))
     q.col("shortName", "short_id", -1).col("demangledName", "demangled_id", -1)
     dims = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
     for c, out in zip(dims, _LAUNCH_DIMS, strict=True):
@@ -429,7 +455,7 @@ def _kernel_select(conn: sqlite3.Connection) -> _Select:
 
 def _copy_select(conn: sqlite3.Connection, table: str, kind: str) -> _Select:
     a = schema.columns(conn, table)
-    q = _activity(a).col("bytes", "bytes")
+    q = _activity(table, a).col("bytes", "bytes")
     if kind == "memcpy":
         # CUPTI memory kind 0 = pageable host memory: such copies stall the host
         pageable_sql = f"({_sel(a, 'srcKind', '-1')} = 0 OR {_sel(a, 'dstKind', '-1')} = 0)"
@@ -441,7 +467,7 @@ def _copy_select(conn: sqlite3.Connection, table: str, kind: str) -> _Select:
 
 
 def _api_select(conn: sqlite3.Connection) -> _Select:
-    q = _Select(schema.columns(conn, _API)).raw("start", "start_ns").raw("end", "end_ns")
+    q = _Select(_API, schema.columns(conn, _API)).raw("start", "start_ns").raw("end", "end_ns")
     q.col("globalTid", "global_tid").col("correlationId", "correlation_id", -1)
     return q.col("nameId", "name_id", -1).col("eventClass", "event_class")
 
@@ -450,31 +476,34 @@ def _nvtx_select(conn: sqlite3.Connection) -> _Select:
     a = schema.columns(conn, _NVTX)
     # every row, filtered by type below: a WHERE on eventType cost SQLite more than reading
     # the few rows of other types (thread names, categories) and dropping them
-    q = _Select(a).raw("start", "start_ns").col("end", "end_ns", -1)
+    q = _Select(_NVTX, a).raw("start", "start_ns").col("end", "end_ns", -1)
     q.col("globalTid", "global_tid").col("endGlobalTid", "end_global_tid", -1)
     q.col("eventType", "event_type", -1).col("domainId", "domain_id")
     q.col("textId", "text_id", -1).raw("text" if "text" in a else "NULL", "text_inline")
     return q.col("int64Value", "int64_value").col("doubleValue", "double_value", 0.0)
 
 
-def _start_event_tables(f: _Fetcher, tabs: set[str]) -> bool:
-    """Start connectorx on every event table at once; False when it cannot stream them.
+def _event_selects(conn: sqlite3.Connection, tabs: set[str]) -> dict[str, _Select]:
+    """The SELECT of each event table the export has, built once, largest last: streams
+    start in this order and the readers take them in it, working on the smaller ones while
+    connectorx still reads the kernels."""
+    selects = [_copy_select(conn, t, k) for t, k in _COPIES if t in tabs]
+    selects += [_api_select(conn)] if _API in tabs else []
+    selects += [_nvtx_select(conn)] if _NVTX in tabs else []
+    selects += [_kernel_select(conn)] if _KERNELS in tabs else []
+    return {q.table: q for q in selects}
 
-    Largest last: the readers take them in this order, and work on the smaller ones while
-    connectorx still reads the kernels.
-    """
-    selects = [(t, _copy_select(f.conn, t, k)) for t, k in _COPIES if t in tabs]
-    selects += [(_API, _api_select(f.conn))] if _API in tabs else []
-    selects += [(_NVTX, _nvtx_select(f.conn))] if _NVTX in tabs else []
-    selects += [(_KERNELS, _kernel_select(f.conn))] if _KERNELS in tabs else []
-    started = [f.start(q.sql(t), f.rows_at_most(t)) for t, q in selects]
+
+def _start_event_tables(f: _Fetcher, selects: dict[str, _Select]) -> bool:
+    """Start connectorx on every event table at once; False when it cannot stream them."""
+    started = [f.start(q, f.rows_at_most(t)) for t, q in selects.items()]
     return any(started)
 
 
-def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
+def _read_gpu_work(f: _Fetcher, selects: dict[str, _Select], strings: StringTable) -> pd.DataFrame:
     parts = []
-    if _KERNELS in tabs:
-        df = _kernel_select(f.conn).read(f, _KERNELS)
+    if _KERNELS in selects:
+        df = f.frame(selects[_KERNELS])
         if len(df):
             short, long_ = _int(df, "short_id"), _int(df, "demangled_id")
             # the short name for display, the demangled one for evidence; each the other's
@@ -489,9 +518,9 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
             df["kind"] = _const_cat("kernel", len(df))
             parts.append(df)  # bytes and pageable: 0 (see _stack)
     for table, kind in _COPIES:
-        if table not in tabs:
+        if table not in selects:
             continue
-        df = _copy_select(f.conn, table, kind).read(f, table)
+        df = f.frame(selects[table])
         if not len(df):
             continue
         if kind == "memcpy":
@@ -525,20 +554,23 @@ def _read_gpu_work(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.Data
 
 
 def _stack(parts: list[pd.DataFrame], col: str) -> np.ndarray:
-    """Column ``col`` of the parts end to end as int64, 0 for a part without it.
+    """Column ``col`` of the parts end to end as int64, 0 for a part without it; int32 for
+    the :data:`_NARROW` columns whose values all fit.
 
     Each part gives its column up (``pop``) as it is copied, so a kernel column's memory
     goes before the next is copied: the read's peak holds one column twice, not all of
-    them (1.2 GB at 10M kernels). A single part's column is used as is (no copy).
+    them (1.2 GB at 10M kernels). A single int64 part's column is used as is (no copy).
     """
     sizes = [len(p) for p in parts]
-    have = [p.pop(col) if col in p.columns else None for p in parts]
+    have = [None if col not in p.columns else _as_int64(p.pop(col), 0) for p in parts]
+    narrow = col in _NARROW and all(h is None or _fits_int32(h) for h in have)
+    dtype = np.int32 if narrow else np.int64
     if len(parts) == 1:
-        return np.zeros(sizes[0], np.int64) if have[0] is None else _as_int64(have[0], 0)
-    out = np.empty(sum(sizes), np.int64)
+        return np.zeros(sizes[0], dtype) if have[0] is None else have[0].astype(dtype, copy=False)
+    out = np.empty(sum(sizes), dtype)
     start = 0
     for i, n in enumerate(sizes):
-        out[start : start + n] = 0 if have[i] is None else _as_int64(have[i], 0)
+        out[start : start + n] = 0 if have[i] is None else have[i]
         have[i] = None
         start += n
     return out
@@ -575,10 +607,10 @@ def _concat_cats(cats: list[pd.Categorical]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, dtype=dtype)
 
 
-def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame:
-    if _API not in tabs:
+def _read_api(f: _Fetcher, selects: dict[str, _Select], strings: StringTable) -> pd.DataFrame:
+    if _API not in selects:
         return empty_frame(API_COLUMNS, ("name",))
-    df = _api_select(f.conn).read(f, _API)
+    df = f.frame(selects[_API])
     codes, uniq = pd.factorize(_int(df, "name_id"), sort=False)
     stripped = np.array(
         [
@@ -590,6 +622,8 @@ def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame
     name_codes, cats = pd.factorize(stripped, sort=False)
     # a new frame of the columns as they are: assigning them back to ``df`` copied each
     cols = {c: _int(df, c) for c in API_COLUMNS if c != "name"}
+    cols["event_class"] = _narrow(cols["event_class"])  # 0 runtime, 1 driver
+    cols["correlation_id"] = _narrow(cols["correlation_id"])
     cols["name"] = pd.Categorical.from_codes(
         np.asarray(name_codes, np.int32)[codes],
         categories=pd.Index(np.asarray(cats, object), dtype=object),
@@ -597,12 +631,14 @@ def _read_api(f: _Fetcher, tabs: set[str], strings: StringTable) -> pd.DataFrame
     return pd.DataFrame({c: cols[c] for c in API_COLUMNS}, copy=False)
 
 
-def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.DataFrame, ...]:
-    if _NVTX not in tabs:
+def _read_nvtx(
+    f: _Fetcher, selects: dict[str, _Select], strings: StringTable
+) -> tuple[pd.DataFrame, ...]:
+    if _NVTX not in selects:
         return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
             MARK_COLUMNS, ("domain", "text")
         )
-    df = _nvtx_select(f.conn).read(f, _NVTX)
+    df = f.frame(selects[_NVTX])
     if not len(df):
         return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
             MARK_COLUMNS, ("domain", "text")
@@ -639,7 +675,7 @@ def _read_nvtx(f: _Fetcher, tabs: set[str], strings: StringTable) -> tuple[pd.Da
     del col["domain_id"], known, is_dom, dom_lookup
     # each read column split into its range and mark rows, then let go (at 10M kernels the
     # NVTX table's columns held ~0.5 GB more at the read's peak)
-    out_rng = {"event_type": etype[is_range], "domain": _used(domain, is_range)}
+    out_rng = {"event_type": _narrow(etype[is_range]), "domain": _used(domain, is_range)}
     out_marks = {"domain": _used(domain, is_mark)}
     del etype, col["event_type"], domain
     out_rng["text"], out_marks["text"] = _used(text, is_range), _used(text, is_mark)
@@ -760,11 +796,13 @@ def _read_meta(conn: sqlite3.Connection, tabs: set[str]) -> dict[str, str]:
     return meta
 
 
-def _in_thread(fn, path: Path, tabs: set[str], strings: StringTable, use_cx: bool | None):
+def _in_thread(
+    fn, path: Path, selects: dict[str, _Select], strings: StringTable, use_cx: bool | None
+):
     """Run a table reader on its own connection (sqlite3 connections stay in one thread)."""
     conn = _connect(path)
     try:
-        return fn(_Fetcher(path, conn, use_cx), tabs, strings)
+        return fn(_Fetcher(path, conn, use_cx), selects, strings)
     finally:
         conn.close()
 
@@ -816,15 +854,17 @@ def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | No
         f = _Fetcher(path, conn, use_connectorx)
         strings = _read_strings(conn)
         say("reading GPU activities, CUDA API calls and NVTX ranges")
-        if _start_event_tables(f, tabs):  # connectorx reads them all at once, in its threads
-            api = _read_api(f, tabs, strings)
-            nvtx, marks = _read_nvtx(f, tabs, strings)
-            gpu = _read_gpu_work(f, tabs, strings)
+        selects = _event_selects(conn, tabs)
+        if _start_event_tables(f, selects):  # connectorx reads them all at once, in threads
+            api = _read_api(f, selects, strings)
+            nvtx, marks = _read_nvtx(f, selects, strings)
+            gpu = _read_gpu_work(f, selects, strings)
         else:  # the three big tables load concurrently (connectorx reads outside the GIL)
             with ThreadPoolExecutor(max_workers=2) as pool:
-                fut_api = pool.submit(_in_thread, _read_api, path, tabs, strings, use_connectorx)
-                fut_nvtx = pool.submit(_in_thread, _read_nvtx, path, tabs, strings, use_connectorx)
-                gpu = _read_gpu_work(f, tabs, strings)
+                args = (path, selects, strings, use_connectorx)
+                fut_api = pool.submit(_in_thread, _read_api, *args)
+                fut_nvtx = pool.submit(_in_thread, _read_nvtx, *args)
+                gpu = _read_gpu_work(f, selects, strings)
                 api = fut_api.result()
                 nvtx, marks = fut_nvtx.result()
         osrt = _read_osrt(f, tabs, strings)

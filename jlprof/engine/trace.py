@@ -3,31 +3,36 @@
 Every nsys version is read into these frames (see ``jlprof.engine.schema`` for the
 version differences), so nothing downstream ever looks at SQLite again. Times are
 integer nanoseconds on the nsys session clock; strings are pandas categoricals.
+Small-valued columns (marked ``int32*``) are int32 when the read finds every value in
+range and int64 otherwise (a jlprof database saved before, or an out-of-range value): they
+are held for the whole run, 4 bytes a row each saved. Read them with ``to_numpy(np.int64)``
+where they enter arithmetic or a report (a report's column stays int64).
 
 ``gpu`` (one row per kernel, memcpy or memset)
     kind            category: ``kernel`` | ``memcpy`` | ``memset``
     start_ns, end_ns  int64
-    device_id       int64 CUDA device ordinal as CUPTI saw it
-    stream_id       int64
-    correlation_id  int64 unique per process only
+    device_id       int32* CUDA device ordinal as CUPTI saw it
+    stream_id       int32*
+    correlation_id  int32* unique per process only
     global_pid      int64 ``globalTid & 0xFFFFFFFFFF000000`` of the launching process
     name            category short kernel name (memcpy: ``[CUDA memcpy HtoD]`` as nsys names it)
     long_name       category demangled name (falls back to ``name``)
-    grid_x … block_z  int64 (0 for memory work)
-    bytes           int64 (0 for kernels)
-    graph_node_id   int64 (0 when not launched from a CUDA graph)
-    pageable        int64 1 for a memcpy from/to pageable (unpinned) host memory, else 0
+    grid_x … block_z  int32* (0 for memory work)
+    bytes           int32* (0 for kernels)
+    graph_node_id   int32* (0 when not launched from a CUDA graph)
+    pageable        int32* 1 for a memcpy from/to pageable (unpinned) host memory, else 0
 
 ``api`` (CUDA runtime and driver calls)
-    start_ns, end_ns, global_tid, correlation_id  int64
+    start_ns, end_ns, global_tid  int64
+    correlation_id  int32*
     name            category, CUPTI version suffix (``_v7000``) stripped
-    event_class     int64 0 runtime, 1 driver
+    event_class     int32* 0 runtime, 1 driver
 
 ``nvtx`` (ranges: push/pop, start/end, NVTXT)
     start_ns, end_ns  int64 (open ranges closed at the last NVTX timestamp, as nsys stats does)
     global_tid      int64 thread that opened the range
     end_global_tid  int64 thread that closed it (-1 when the same / unknown)
-    event_type      int64 59 push/pop, 60 start/end, 70/71 NVTXT
+    event_type      int32* 59 push/pop, 60 start/end, 70/71 NVTXT
     domain          category domain name ('' = default domain)
     text            category range text (``textId`` resolved through StringIds)
 

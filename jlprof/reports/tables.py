@@ -328,6 +328,9 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
     def col(a: np.ndarray) -> np.ndarray:
         return a[rows]
 
+    def i64(x: pd.Series) -> np.ndarray:  # the trace may hold it as int32 (engine/read.py)
+        return col(x.to_numpy()).astype(np.int64, copy=False)
+
     def cat(name: str) -> pd.Categorical:
         arr = g[name].array
         return arr[rows] if view else arr.take(rows)
@@ -365,7 +368,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
     blank = take_categorical(np.zeros(0, object), np.full(n, -1))
     g_start = col(g["start_ns"].to_numpy(np.int64))
     cols: dict[str, Any] = {
-        "Iteration": np.array(it[rows]),  # a copy: the frame must not alias the cube
+        "Iteration": np.array(it[rows], np.int64),  # a copy (the cube's is int32)
         "Op ID": pick("op_id"),
         "Op Name": pick("op_name"),
     }
@@ -375,18 +378,18 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
         {
             "Op Type": pick("op_type"),
             "Kernel Name": cat("name"),
-            "Device ID": col(g["device_id"].to_numpy()),
+            "Device ID": i64(g["device_id"]),
             "GPU Start Time (ns)": g_start,
             "GPU Time (ns)": col(g["end_ns"].to_numpy(np.int64)) - g_start,
             "API Call Start (ns)": call_start,
             "API Call Time (ns)": call_ns,
             "Uses TC": col(g["uses_tc"].to_numpy(bool)),
-            "Grid X": col(g["grid_x"].to_numpy()),
-            "Grid Y": col(g["grid_y"].to_numpy()),
-            "Grid Z": col(g["grid_z"].to_numpy()),
-            "Block X": col(g["block_x"].to_numpy()),
-            "Block Y": col(g["block_y"].to_numpy()),
-            "Block Z": col(g["block_z"].to_numpy()),
+            "Grid X": i64(g["grid_x"]),
+            "Grid Y": i64(g["grid_y"]),
+            "Grid Z": i64(g["grid_z"]),
+            "Block X": i64(g["block_x"]),
+            "Block Y": i64(g["block_y"]),
+            "Block Z": i64(g["block_z"]),
             "Data Type": pick("data_type"),
             "Input Shapes": pick("input_shapes"),
             "Parameters": blank,

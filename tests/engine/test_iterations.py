@@ -78,3 +78,26 @@ def test_suggest_ranks_the_periodic_marker_first():
     assert s["calls"].iat[0] == 8
     assert s["op_name"].iat[0] in {"step", "conv", "optimizer_step"}
     assert np.all(np.diff(s["score"].to_numpy()) <= 0)
+
+
+def test_cube_iteration_arrays_are_int32_and_slice_by_slice(monkeypatch):
+    """inst_iter and gpu_iter are held as int32, computed a slice at a time: the same as
+    searching every start (launch start for GPU rows) in the bounds at once."""
+    from jlprof.engine import aggregate
+    from jlprof.engine.aggregate import build_cube, instance_metrics
+
+    t = make_trace(
+        gpu=[kernel(50, 500, 1), kernel(120, 130, 2), kernel(260, 270, 3)],
+        api=[call(10, 20, 1), call(110, 115, 2), call(250, 255, 3)],
+        nvtx=[rng("step", 0, 30), rng("step", 100, 140), rng("step", 240, 280)],
+    )
+    c = correlate(t)
+    it = find_iterations(c, "step")
+    monkeypatch.setattr(aggregate, "WINDOW_ROWS", 2)  # slices of 2 rows
+    cube = build_cube(c, instance_metrics(c), it)
+    inner = it.bounds_ns[1:-1]
+    want_inst = np.searchsorted(inner, c.inst["start_ns"].to_numpy(), side="right")
+    want_gpu = np.searchsorted(inner, np.array([10, 110, 250]), side="right")  # launches
+    assert cube.inst_iter.dtype == np.int32 and cube.gpu_iter.dtype == np.int32
+    assert cube.inst_iter.tolist() == want_inst.tolist()
+    assert cube.gpu_iter.tolist() == want_gpu.tolist() == [0, 1, 2]

@@ -339,7 +339,8 @@ def test_null_columns_read_as_their_defaults(exports, tmp_path, use_cx) -> None:
     row = got.gpu.iloc[0]
     assert (row["correlation_id"], row["global_pid"], row["graph_node_id"]) == (-1, 0, 0)
     assert (got.api.iloc[0]["global_tid"], got.api.iloc[0]["correlation_id"]) == (0, -1)
-    assert got.gpu["correlation_id"].dtype == np.int64 and got.api["global_tid"].dtype == np.int64
+    # integers, not floats: int32 where every value fits (trace.py), as these ids do here
+    assert got.gpu["correlation_id"].dtype == np.int32 and got.api["global_tid"].dtype == np.int64
     # everything else as read from the untouched export; NVTX end/endGlobalTid NULLs included
     pd.testing.assert_frame_equal(got.gpu.iloc[1:], ref.gpu.iloc[1:])
     pd.testing.assert_frame_equal(got.nvtx, ref.nvtx)

@@ -180,6 +180,45 @@ def test_stack_puts_parts_end_to_end_with_zeros_for_missing_columns() -> None:
     assert read._stack([c], "absent").tolist() == [0, 0]
 
 
+def test_stack_narrows_small_valued_columns_only_when_every_value_fits() -> None:
+    small = pd.DataFrame({"stream_id": np.array([7, 2**31 - 1], dtype=np.int64)})
+    other = pd.DataFrame({"stream_id": np.array([-(2**31)], dtype=np.int64)})
+    got = read._stack([small, other], "stream_id")
+    assert got.dtype == np.int32 and got.tolist() == [7, 2**31 - 1, -(2**31)]
+    big = pd.DataFrame({"stream_id": np.array([2**31], dtype=np.int64)})
+    small = pd.DataFrame({"stream_id": np.array([7], dtype=np.int64)})
+    got = read._stack([small, big], "stream_id")  # one value out of range: int64, all kept
+    assert got.dtype == np.int64 and got.tolist() == [7, 2**31]
+    one = pd.DataFrame({"stream_id": np.array([-(2**31) - 1], dtype=np.int64)})
+    assert read._stack([one], "stream_id").dtype == np.int64
+    wide = pd.DataFrame({"start_ns": np.array([1, 2], dtype=np.int64)})  # never narrowed
+    assert read._stack([wide], "start_ns").dtype == np.int64
+    assert read._stack([pd.DataFrame(index=range(3))], "grid_x").dtype == np.int32  # zeros
+    assert read._narrow(np.zeros(0, np.int64)).dtype == np.int64  # no rows: as empty_frame
+
+
+def test_small_valued_trace_columns_are_int32_and_keep_their_values(export, portable) -> None:
+    """The read narrows them (trace.py); the values are the export's, as int64 held them."""
+    with sqlite3.connect(export) as conn:
+        want = conn.execute(
+            "SELECT deviceId, streamId, gridX, blockZ "
+            "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start"
+        ).fetchall()
+        classes = sorted(
+            r[0] for r in conn.execute("SELECT eventClass FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+        )
+    k = portable.gpu[portable.gpu["kind"] == "kernel"].sort_values("start_ns", kind="stable")
+    cols = ["device_id", "stream_id", "grid_x", "block_z"]
+    assert all(k[c].dtype == np.int32 for c in cols)
+    assert list(k[cols].itertuples(index=False, name=None)) == want
+    assert portable.api["event_class"].dtype == np.int32
+    assert sorted(portable.api["event_class"].tolist()) == classes
+    assert portable.nvtx["event_type"].dtype == np.int32
+    for col in ("correlation_id", "bytes", "graph_node_id", "pageable"):
+        assert portable.gpu[col].dtype == np.int32, col
+    assert portable.api["correlation_id"].dtype == np.int32
+
+
 @pytest.mark.parametrize("n_cats", [1, 5, 300])  # int8 and int16 codes
 def test_concat_cats_is_pandas_union_of_categoricals(n_cats: int) -> None:
     rng = np.random.default_rng(n_cats)
