@@ -223,25 +223,12 @@ def test_an_error_while_nesting_ranges_waits_for_the_launch_thread(monkeypatch):
     nest; an error (or Ctrl-C) in the nesting ends the call only once that thread has ended:
     nothing goes on reading the trace behind the caller's back."""
     import threading
-    import time
 
     from jlprof.engine import correlate as corr
 
-    ended = threading.Event()
-    launching = corr._launching_calls
+    from .interrupts import interrupt_beside_slow_work
 
-    def slow_launching(*args):
-        time.sleep(0.3)
-        try:
-            return launching(*args)
-        finally:
-            ended.set()
-
-    def broken(*args):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(corr, "_launching_calls", slow_launching)
-    monkeypatch.setattr(corr, "_calls_in_ranges", broken)
+    ended = interrupt_beside_slow_work(monkeypatch, corr, "_launching_calls", "_calls_in_ranges")
     t = make_trace(gpu=[kernel(100, 200, 5)], api=[call(10, 20, 5)], nvtx=[rng("opA", 0, 50)])
     with pytest.raises(KeyboardInterrupt):
         correlate(t)

@@ -10,7 +10,6 @@ order changes a frame. The exports hold kernels running past iteration ends (ric
 
 import itertools
 import threading
-import time
 
 import numpy as np
 import pandas as pd
@@ -24,6 +23,7 @@ from tests.fixtures.loops import small_training_export
 from tests.fixtures.scenarios import KEY_NODE, real_data_dir, rich_db
 
 from .frames import call, kernel, make_trace, rng
+from .interrupts import interrupt_beside_slow_work
 
 FRAMES = ("time_iter", "op_iter", "kernel_iter", "group_iter")
 
@@ -178,21 +178,7 @@ def test_a_failing_cube_step_waits_for_the_second_thread(tmp_path, monkeypatch):
     behind the caller's back."""
     path = small_training_export(tmp_path / "loop.sqlite", steps=7)
     a = Analysis(read_trace(path), key_node="optimizer_step")
-    ended = threading.Event()
-    group_iter = aggregate._group_iter
-
-    def slow_groups(*args):
-        time.sleep(0.3)
-        try:
-            return group_iter(*args)
-        finally:
-            ended.set()
-
-    def broken(*args):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(aggregate, "_group_iter", slow_groups)
-    monkeypatch.setattr(aggregate, "_op_iter", broken)
+    ended = interrupt_beside_slow_work(monkeypatch, aggregate, "_group_iter", "_op_iter")
     with pytest.raises(KeyboardInterrupt):
         build_cube(a.correlated, a.metrics, a.cube.iterations, groups=True)
     assert ended.is_set()
