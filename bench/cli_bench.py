@@ -11,8 +11,11 @@ Per repetition, interleaved (a b c a b c ...), each a child process under ``/usr
       removed outside the timing; ``sync`` runs before every timed command so one command's
       write-back does not slow the next);
   (c) ``nsys stats -r nvtxkernsum`` (skipped without nsys; ``--nsys-repeat`` may be smaller).
-The load average (``/proc/loadavg``) is recorded before every command. Prints the medians as
-a Markdown row and writes ``bench/out/cli_bench_<export stem>.json``.
+The load average (``/proc/loadavg``) is recorded before every command, and the free space of
+the scratch folder's file system before the first: on a nearly full disk (8 GB free of 252 GB,
+2026-11-26) the same 1M command spent twice the system time writing and the 10M one took 11 s
+longer, so a figure without it cannot be compared. Prints the medians as a Markdown row and
+writes ``bench/out/cli_bench_<export stem>.json``.
 """
 
 from __future__ import annotations
@@ -116,6 +119,9 @@ def main() -> None:
     scratch = args.scratch or args.export.parent
     n_nsys = args.repeat if args.nsys_repeat is None else args.nsys_repeat
     runs: dict[str, list] = {"fetch": [], "cli": [], "nsys": [], "cli_baseline": []}
+    disk = shutil.disk_usage(scratch)
+    free_gb = disk.free / 1e9
+    print(f"scratch {scratch}: {free_gb:.1f} GB free of {disk.total / 1e9:.0f} GB", flush=True)
     for i in range(args.repeat):
         runs["fetch"].append(fetch(args.export))
         print("fetch", runs["fetch"][-1], flush=True)
@@ -136,6 +142,7 @@ def main() -> None:
         "date_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.python_version()}",
         "loads_before": [r["load_before"] for v in runs.values() for r in v],
+        "disk_free_gb_before": round(free_gb, 1),
         "median": {
             k: {
                 "wall_s": med(v, "wall_s"),
@@ -169,7 +176,7 @@ def main() -> None:
             if "nsys" in m
             else "– | – |"
         )
-        + f" loads {', '.join(summary['loads_before'])} |"
+        + f" loads {', '.join(summary['loads_before'])}; {free_gb:.0f} GB free |"
     )
     if "cli_baseline" in m:
         b = m["cli_baseline"]
