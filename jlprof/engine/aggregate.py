@@ -317,15 +317,22 @@ def _window_rows(
     if len(windows) == 1:
         return [None]
     starts = np.array([a for a, _ in windows] + [windows[-1][1]], np.int64)
-    # window w + 1 (0 / len(starts): outside all), in the smallest type: a radix sort
-    pos = np.searchsorted(starts, iter_of_row, side="right")
-    small = np.uint8 if len(starts) < 255 else np.uint16 if len(starts) < 65535 else np.int64
-    pos = pos.astype(small)
-    order = np.argsort(pos, kind="stable")
-    # each window's run in the sorted positions (the same type: no 10M-row conversion)
-    ends = np.searchsorted(pos[order], np.arange(1, len(windows) + 2, dtype=small))
-    del pos
-    return [order[ends[w] : ends[w + 1]] for w in range(len(windows))]
+    # window w + 1 (0 / len(starts): outside all)
+    return _rows_by_group(np.searchsorted(starts, iter_of_row, side="right"), len(windows), 1)
+
+
+def _rows_by_group(group: np.ndarray, n: int, first: int = 0) -> list[np.ndarray]:
+    """Per group ``first .. first + n - 1``, the rows whose ``group`` it is, in row order
+    (rows of any other group value, at most ``first + n``, in none). One stable sort of the
+    groups in the smallest type that holds them (a radix sort), not a scan per group.
+    ``group`` is converted and let go: pass it as a temporary."""
+    small = np.uint8 if first + n < 255 else np.uint16 if first + n < 65535 else np.int64
+    group = group.astype(small)
+    order = np.argsort(group, kind="stable")
+    # each group's run in the sorted values (the same type: no 10M-row conversion)
+    ends = np.searchsorted(group[order], np.arange(first, first + n + 1, dtype=small))
+    del group
+    return [order[ends[w] : ends[w + 1]] for w in range(n)]
 
 
 def _overlap_rows(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> list[np.ndarray | None]:
@@ -340,15 +347,10 @@ def _overlap_rows(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> list
     first = np.searchsorted(edges[1:], start, side="right")  # first window ending after start
     last = np.searchsorted(edges[:-1], end, side="left")  # one past the last starting before end
     last -= 1
-    small = np.uint8 if nw < 255 else np.uint16 if nw < 65535 else np.int64
     some = first <= last
-    key = np.where(some, first, nw).astype(small)  # nw: in no window
-    order = np.argsort(key, kind="stable")  # radix: rows of each first window, in row order
-    bounds = np.searchsorted(key[order], np.arange(nw + 1, dtype=small))
-    del key
-    out = [order[bounds[w] : bounds[w + 1]] for w in range(nw)]
+    out = _rows_by_group(np.where(some, first, nw), nw)  # nw: in no window
     across = np.flatnonzero(some & (last > first))
-    del some, order
+    del some
     if len(across):  # rows reaching later windows: each one's windows first + 1 .. last
         reach = (last[across] - first[across]).astype(np.int64)
         rows = np.repeat(across, reach)
