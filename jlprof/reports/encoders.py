@@ -330,7 +330,7 @@ class Plan:
         offsets = np.empty(count + 1, np.int32)
         at, row = 0, 0
         for a in arrays:
-            off = np.frombuffer(a.buffers()[1], np.int32)[a.offset : a.offset + len(a) + 1]
+            off = _offsets(a)
             n = int(off[-1] - off[0])
             np.subtract(off, off[0] - at, out=offsets[row : row + len(a) + 1])
             if n:
@@ -357,7 +357,7 @@ def _json_floats(part: np.ndarray) -> pa.Array:
 
 def _data(text: pa.Array) -> memoryview:
     """The concatenated values of a string array (its data buffer, no copy)."""
-    offsets = np.frombuffer(text.buffers()[1], np.int32)[text.offset : text.offset + len(text) + 1]
+    offsets = _offsets(text)
     data = text.buffers()[2]
     if data is None or len(offsets) < 2:
         return memoryview(b"")
@@ -368,8 +368,13 @@ def _data_bytes(a: pa.Array) -> int:
     """Bytes of text in a string array (its values, not its buffer's capacity)."""
     if len(a) == 0:
         return 0
-    off = np.frombuffer(a.buffers()[1], np.int32)
-    return int(off[a.offset + len(a)] - off[a.offset])
+    off = _offsets(a)
+    return int(off[-1] - off[0])
+
+
+def _offsets(a: pa.Array) -> np.ndarray:
+    """A string array's ``len(a) + 1`` int32 value offsets (a view of its buffer)."""
+    return np.frombuffer(a.buffers()[1], np.int32)[a.offset : a.offset + len(a) + 1]
 
 
 def _batches(n: int, rows: int) -> Iterator[tuple[int, int]]:
