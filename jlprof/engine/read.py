@@ -60,10 +60,11 @@ _IO_NAME = re.compile(r"^(" + "|".join(IO_CALLS) + r")(_unlocked)?$")
 Progress = Callable[[str], None]
 # leading columns every GPU activity table shares, and the kernel launch dimensions
 _LAUNCH_DIMS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-# columns whose values are usually small (ordinals, ids, launch dimensions, flags, event
-# kinds, copy sizes): held as int32 when the read finds every value in its range (see
-# trace.py), 4 bytes a row each for the whole run (at 1M kernels ~60 MB of the gpu, api and
-# nvtx frames; 10x that at 10M)
+# GPU activity columns whose values are usually small (ordinals, ids, launch dimensions,
+# flags, copy sizes): :func:`_stack` holds them as int32 when every value fits (see trace.py),
+# 4 bytes a row each for the whole run; the API calls' correlation_id and event_class and the
+# NVTX event_type go through :func:`_narrow` where they are read (at 1M kernels ~60 MB of the
+# gpu, api and nvtx frames in all; 10x that at 10M)
 _NARROW = frozenset(
     [
         "device_id",
