@@ -24,6 +24,7 @@ import pandas as pd
 from jlprof.engine import intervals
 from jlprof.engine.correlate import NONE, Correlated
 from jlprof.engine.iterations import Iterations
+from jlprof.engine.read import _narrow
 from jlprof.outputs import InThread
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
@@ -33,7 +34,12 @@ CATEGORIES = ("tc", "non_tc", "memory", "dataloader", "io", "cpu")
 
 @dataclass
 class InstanceMetrics:
-    """Per op-instance figures that do not depend on the key node."""
+    """Per op-instance figures that do not depend on the key node.
+
+    Each array is int32 when every value fits, else int64 (4 bytes an instance saved on
+    each; the figures of an instance are below 2.1 s in most traces): read them as int64
+    where they enter a sum, product or difference.
+    """
 
     gpu_ns: np.ndarray
     api_ns: np.ndarray
@@ -48,7 +54,7 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     """Accumulate GPU/API time onto op instances (exclusive: innermost range only)."""
     n = len(c.inst)
     g = c.gpu
-    g_inst = g["inst"].to_numpy(np.int64)
+    g_inst = g["inst"].to_numpy()  # row indices: as held (int32), only indexed and compared
     g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
     g_dur = g_end - g_start
     ok = g_inst >= 0
@@ -67,10 +73,10 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     n_gpu = np.bincount(gi, minlength=n).astype(np.int64)
     synthetic = c.inst["synthetic"].to_numpy(bool)
     a = c.api
-    a_inst = a["inst"].to_numpy(np.int64)
+    a_inst = a["inst"].to_numpy()
     a_dur = a["end_ns"].to_numpy(np.int64) - a["start_ns"].to_numpy(np.int64)
     # calls that launched unassociated work are counted through that work's share below
-    g_api = g["api"].to_numpy(np.int64)
+    g_api = g["api"].to_numpy()
     launched_synthetic = np.zeros(len(a), dtype=bool)
     sg = ok & (g_api >= 0) & synthetic[np.maximum(g_inst, 0)]
     launched_synthetic[g_api[sg]] = True
@@ -78,7 +84,7 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     # float: np.bincount ignores the weights dtype when it is given no rows (int64 zeros)
     api_ns = np.bincount(a_inst[aok], weights=a_dur[aok], minlength=n).astype(np.float64)
     del a_dur, aok, launched_synthetic
-    share = g["api_share_ns"].to_numpy(np.int64)
+    share = g["api_share_ns"].to_numpy()  # int32*: only weights (float64)
     api_ns += np.bincount(g_inst[sg], weights=share[sg], minlength=n)
     api_ns = api_ns.astype(np.int64)
     cpu = c.inst["cpu_ns"].to_numpy(np.int64)
@@ -102,13 +108,13 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     else:
         idle = np.zeros(n, dtype=np.int64)
     return InstanceMetrics(
-        gpu_ns=gpu_ns,
-        api_ns=api_ns,
-        overhead_ns=overhead,
-        idle_ns=idle,
-        tc_gpu_ns=tc_gpu_ns,
-        kernel_ns=kernel_ns,
-        n_gpu=n_gpu,
+        gpu_ns=_narrow(gpu_ns),
+        api_ns=_narrow(api_ns),
+        overhead_ns=_narrow(overhead),
+        idle_ns=_narrow(idle),
+        tc_gpu_ns=_narrow(tc_gpu_ns),
+        kernel_ns=_narrow(kernel_ns),
+        n_gpu=_narrow(n_gpu),
     )
 
 
@@ -463,7 +469,7 @@ def _iterations_of(it: Iterations, n: int, times: Callable[[slice], np.ndarray])
 def _launch_iter(c: Correlated, it: Iterations) -> np.ndarray:
     """Iteration of each GPU row's launch (its API call's start; its own start without one)."""
     g = c.gpu
-    g_api = g["api"].to_numpy(np.int64)
+    g_api = g["api"].to_numpy()  # int32 row indices: no trace-long int64 copy
     g_start = g["start_ns"].to_numpy(np.int64)
     a_start = c.api["start_ns"].to_numpy(np.int64)
 
@@ -479,10 +485,10 @@ def _op_iter(
     c: Correlated, m: InstanceMetrics, inst_iter: np.ndarray, windows: list[tuple[int, int]]
 ) -> pd.DataFrame:
     """Per (op, iteration) count, sums and min/max of the instances' figures."""
-    op = c.inst["op"].to_numpy(np.int64)
+    op = c.inst["op"].to_numpy()  # int32 (int64 where it enters a product: group_of)
     n_ops = max(len(c.ops), 1)
-    cols = {
-        "cpu": c.inst["cpu_ns"].to_numpy(np.int64),
+    cols = {  # int32* columns: _run_stats sums them as int64
+        "cpu": c.inst["cpu_ns"].to_numpy(),
         "gpu": m.gpu_ns,
         "api": m.api_ns,
         "overhead": m.overhead_ns,
@@ -493,7 +499,7 @@ def _op_iter(
     }
     minmax = ("cpu", "gpu", "overhead", "idle")  # the detail/op-type reports' Min/Max
     if len(op) == 0:
-        frame = _group_stats(inst_iter * n_ops + op, cols, minmax=minmax)
+        frame = _group_stats(inst_iter * n_ops + op.astype(np.int64), cols, minmax=minmax)
         frame.index = pd.MultiIndex.from_arrays(
             [frame.index.to_numpy() % n_ops, frame.index.to_numpy() // n_ops],
             names=["op", "iteration"],
@@ -525,10 +531,10 @@ def _kernel_iter(
         )
         return group_major(empty, ["kernel", "op"])
     codes = g["long_name"].cat.codes.to_numpy()  # kernel identity: the demangled name
-    g_inst = g["inst"].to_numpy(np.int64)
-    inst_op = c.inst["op"].to_numpy(np.int64)
+    g_inst = g["inst"].to_numpy()  # int32 row indices, as held (no trace-long int64 copies)
+    inst_op = c.inst["op"].to_numpy()
     g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
-    share = g["api_share_ns"].to_numpy(np.int64)
+    share = g["api_share_ns"].to_numpy()  # int32*: _run_stats sums it as int64
     n_ops = len(c.ops) + 1
 
     def group_of(rows: np.ndarray | None) -> np.ndarray:
@@ -784,10 +790,10 @@ def _group_part(
     """(sorted keys, columns) of :func:`_group_iter` from instances ``ix`` and GPU rows
     ``gx`` (None: all), which hold every row of their keys' iterations."""
     src, dst = edges
-    inst_path_all = c.inst["path"].to_numpy(np.int64)
-    inst_path = _take(inst_path_all, ix)
+    inst_path_all = c.inst["path"].to_numpy()  # int32: no copy per window; int64 in products
+    inst_path = _take(inst_path_all, ix).astype(np.int64)
     iit = _take(inst_iter, ix)
-    op = _take(c.inst["op"].to_numpy(np.int64), ix)
+    op = _take(c.inst["op"].to_numpy(), ix)
     elig = c.ops["tc_eligible"].to_numpy(bool)[op]
     par = c.paths["parent"].to_numpy(np.int64)
     leaf = np.ones(len(par), dtype=bool)
@@ -812,7 +818,7 @@ def _group_part(
     summed = {k: np.bincount(kinv, weights=v[r], minlength=nk).astype(np.int64)
               for k, v in per_path.items()}  # fmt: skip
     # CPU: each instance covers only the groups its enclosing instance does not
-    parent = _take(c.inst["parent"].to_numpy(np.int64), ix)
+    parent = _take(c.inst["parent"].to_numpy(), ix)
     par_path = np.where(parent >= 0, inst_path_all[np.maximum(parent, 0)], -1)
     pair_codes, pair_inv, _ = _codes(inst_path * (n_paths + 1) + (par_path + 1), (n_paths + 1) ** 2)
     order = np.argsort(src, kind="stable")
@@ -847,10 +853,12 @@ def _group_part(
     # GPU work of the subtree, flattened: merge per (path, iteration) first, then spread only
     # the merged pieces to the group nodes above (far fewer rows)
     g = c.gpu
-    gi = _take(g["inst"].to_numpy(np.int64), gx)
+    gi = _take(g["inst"].to_numpy(), gx)
     gsel = gi >= 0
     gpu_pair = np.full(len(gi), -1, dtype=np.int64)  # GPU work of pairs with no instance: none
-    gpu_pair[gsel] = pair_at(inst_path_all[gi[gsel]] * w + (_take(gpu_iter, gx)[gsel] - a))
+    gp = inst_path_all[gi[gsel]].astype(np.int64)
+    gpu_pair[gsel] = pair_at(gp * w + (_take(gpu_iter, gx)[gsel] - a))
+    del gp
     del gi, gsel
     gpu, first, last = _flatten_to_groups(
         gpu_pair,
@@ -931,8 +939,8 @@ def _host_busy(c: Correlated, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     of them, at a fraction of the rows to flatten.
     """
     inst = c.inst
-    root = real & (inst["parent"].to_numpy(np.int64) < 0)
-    a_inst = c.api["inst"].to_numpy(np.int64)
+    root = real & (inst["parent"].to_numpy() < 0)
+    a_inst = c.api["inst"].to_numpy()  # int32 row indices: only compared and indexed
     in_range = (a_inst >= 0) & real[np.maximum(a_inst, 0)]
     return (
         np.concatenate(

@@ -17,6 +17,12 @@ frame      correlation columns
            other GPU work (flattening can sum it: :func:`intervals.isolated`)
 =========  ===========================================================================
 
+Index columns (``api``, ``inst``, ``op``, ``parent``, ``path``, ``range_lane``) are int32
+while the table they point into has fewer than 2**31 rows; ``event_type``, ``instance_no``,
+``cpu_ns`` and ``api_share_ns`` are int32 when every value fits (``int32*`` as in trace.py),
+else int64: 4 bytes a row (at 10M kernels ~0.2 GB in all). Read them as int64 where they
+enter a sum, product or difference. Times and global ids stay int64.
+
 Everything is sort + searchsorted; the only Python loops run over nesting depth and
 NVTX domains, never over events.
 """
@@ -31,6 +37,7 @@ import pandas as pd
 from jlprof.engine import intervals, schema
 from jlprof.engine.framework_names import TENSORFLOW
 from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
+from jlprof.engine.read import _narrow
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
 from jlprof.engine.torch_ops import label_names, range_labels, tops
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
@@ -38,6 +45,17 @@ from jlprof.outputs import InThread
 
 NONE = -1
 MAX_PATH_CHARS = 1024
+
+
+def _index_dtype(n: int) -> type[np.signedinteger]:
+    """The dtype of row indices (and ``NONE``) into a table of ``n`` rows: int32 below 2**31."""
+    return np.int32 if n < 2**31 else np.int64
+
+
+def _rows(x: np.ndarray, n: int) -> np.ndarray:
+    """``x``, row indices into a table of ``n`` rows, in :func:`_index_dtype` (no copy when
+    it already is)."""
+    return np.asarray(x).astype(_index_dtype(n), copy=False)
 
 
 @dataclass
@@ -248,7 +266,7 @@ def _paths(
     for i in range(len(t_parent)):  # parents are always interned before children
         depth_of[i] = depth_of[par_arr[i]] + 1 if par_arr[i] >= 0 else 0
     table["depth"] = depth_of
-    return code, table
+    return _rows(code, len(table)), table
 
 
 def _pick(values: np.ndarray, idx: np.ndarray, fill) -> np.ndarray:
@@ -295,12 +313,17 @@ def correlate(
     r_end = nv["end_ns"].to_numpy(np.int64)
     r_tid = nv["global_tid"].to_numpy(np.int64)
     lane, lane_tid, lane_dom, r_parent = rl.lane, rl.lane_tid, rl.lane_dom, rl.parent
+    # instance rows (ranges, then at most one synthetic one per call and per GPU row)
+    inst_idx = _index_dtype(len(nv) + len(api) + len(gpu))
+    a_inst = a_inst.astype(inst_idx, copy=False)
 
     # ---- synthetic unassociated instances
     n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
     a_dur = a_end - a_start
     share = _pick(a_dur / np.maximum(n_work, 1), g_api, 0.0)
-    g_inst = _pick(a_inst, g_api, NONE)
+    share_ns = _narrow(share.astype(np.int64))  # the float64 goes before the instances
+    del share
+    g_inst = _pick(a_inst, g_api, inst_idx(NONE))
     un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
     un_gpu = np.flatnonzero(g_inst < 0)
 
@@ -324,19 +347,18 @@ def correlate(
     ops, inst_op, named, lab_code = _op_table(parsed, labels, r_label, api, gpu, un_api, un_gpu)
 
     n_inst = n_r + len(un_api) + len(un_gpu)
-    inst_parent = np.concatenate([r_parent, np.full(n_inst - n_r, NONE, dtype=np.int64)])
+    inst_parent = np.full(n_inst, NONE, dtype=_index_dtype(n_inst))
+    inst_parent[:n_r] = r_parent
     op_abs = np.full(len(ops), "", dtype=object)
     scoped = mode in TENSORFLOW  # TF op names are scopes: model/dense/MatMul
     op_abs[lab_code] = [abs_path(str(name), scoped) for name in named]
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
-    cpu_ns = np.concatenate(
-        [
-            r_end - r_start,
-            a_dur[un_api],
-            np.where(ug_has, share[un_gpu], 0).astype(np.int64),
-        ]
-    ).astype(np.int64, copy=False)
+    cpu_ns = _narrow(
+        np.concatenate(
+            [r_end - r_start, a_dur[un_api], np.where(ug_has, share_ns[un_gpu], 0)]
+        ).astype(np.int64, copy=False)
+    )
     tid = np.concatenate([r_tid, a_tid[un_api], _pick(a_tid, ug_api, -1)])
     synthetic = np.zeros(n_inst, dtype=bool)
     synthetic[n_r:] = True
@@ -350,23 +372,30 @@ def correlate(
             "parent": inst_parent,
             "path": path_code,
             "synthetic": synthetic,
-            "event_type": np.concatenate(
-                [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
+            "event_type": _narrow(
+                np.concatenate(
+                    [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
+                )
             ),
-            "instance_no": np.concatenate(  # "Batch 17" is op "Batch #", instance 17
-                [parsed["instance_no"].to_numpy(np.int64)[text_code], np.full(n_inst - n_r, -1)]
+            "instance_no": _narrow(  # "Batch 17" is op "Batch #", instance 17
+                np.concatenate(
+                    [
+                        parsed["instance_no"].to_numpy(np.int64)[text_code],
+                        np.full(n_inst - n_r, -1, np.int64),
+                    ]
+                )
             ),
         },
         copy=False,
     )
 
-    _add_columns(api, inst=a_inst, global_pid=a_tid & GLOBAL_PID_MASK)
+    _add_columns(api, inst=_rows(a_inst, n_inst), global_pid=a_tid & GLOBAL_PID_MASK)
     is_kernel = (gpu["kind"] == "kernel").to_numpy()
     _add_columns(
         gpu,
         api=g_api,
-        inst=g_inst,
-        api_share_ns=share.astype(np.int64),
+        inst=_rows(g_inst, n_inst),
+        api_share_ns=share_ns,
         uses_tc=is_kernel & kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool),
         is_memory=~is_kernel,
         isolated=g_isolated,
@@ -459,7 +488,7 @@ def _range_lanes(
         lane_id, lane_keys = pd.factorize(tid_code.astype(np.int64, copy=False) * n_dom + dom_code)
         lane_tid = tid_uniq[lane_keys // n_dom] if len(lane_keys) else np.zeros(0, np.int64)
     lane_dom = lane_keys % n_dom if len(lane_keys) else np.zeros(0, np.int64)
-    lane = np.where(nestable, lane_id, NONE).astype(np.int64, copy=False)
+    lane = _rows(np.where(nestable, lane_id, NONE), len(nv))
     nest_rows = np.flatnonzero(nestable)
     every = len(nest_rows) == len(nv)  # the usual case: no start/end range ended elsewhere
     if every:
@@ -512,7 +541,8 @@ def _calls_in_ranges(
 
 def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) -> np.ndarray:
     """Per GPU activity, the API call that launched it (same correlationId, same process)."""
-    g_api = np.full(len(gpu), NONE, dtype=np.int64)
+    idx = _index_dtype(len(api))
+    g_api = np.full(len(gpu), NONE, dtype=idx)
     if len(gpu) and len(api):
         a_pid = a_tid & GLOBAL_PID_MASK
         g_pid = gpu["global_pid"].to_numpy(np.int64) & GLOBAL_PID_MASK
@@ -531,8 +561,8 @@ def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) ->
             # ids arrive in order, each once, from a compact range (one process: the usual
             # case): a table of call rows by id, read in GPU order (nearly sequential), in
             # place of a binary search per GPU row
-            table = np.full(span + 1, NONE, np.int64)  # the last slot: ids out of range
-            table[ka - lo] = np.arange(len(ka))
+            table = np.full(span + 1, NONE, idx)  # the last slot: ids out of range
+            table[ka - lo] = np.arange(len(ka), dtype=idx)
             at = kg - lo
             np.clip(at, -1, span, out=at)  # -1 is the last slot too
             g_api = table[at]
@@ -604,9 +634,7 @@ def _op_table(
     ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
     n_lab = len(labels)
     _annotation_columns(ops, by_type, op_code[:n_lab])
-    inst_op = np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]).astype(
-        np.int64, copy=False
-    )
+    inst_op = _rows(np.concatenate([op_code[:n_lab][r_label], op_code[n_lab:][un_inv]]), len(ops))
     return ops, inst_op, named, op_code[:n_lab]
 
 

@@ -303,7 +303,7 @@ def _ordered_pieces(
 
 def _inst_op(p: Analysis) -> np.ndarray:
     """Each op instance's op row, int32 (what every op column of a row gathers through)."""
-    return p.correlated.inst["op"].to_numpy(np.int64).astype(np.int32)
+    return p.correlated.inst["op"].to_numpy().astype(np.int32)
 
 
 def _iteration_order(p: Analysis, lo: int, hi: int) -> slice | np.ndarray:
@@ -336,7 +336,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
         return arr[rows] if view else arr.take(rows)
 
     ops = c.ops
-    inst = col(g["inst"].to_numpy(np.int64))
+    inst = col(g["inst"].to_numpy())  # int32 row indices (engine/correlate.py): as held
     n = len(inst)
     # each row's op, len(ops) for none: one int32 array that every op column gathers from
     # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
@@ -351,7 +351,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
             remap.astype(np.int32)[op], categories=pd.Index(np.asarray(uniq, object), dtype=object)
         )
 
-    api = col(g["api"].to_numpy(np.int64))
+    api = col(g["api"].to_numpy())
     no_api = api < 0
     api = np.maximum(api, 0)  # both API columns gather with it, then blank the rows without
     a_start = c.api["start_ns"].to_numpy(np.int64)
