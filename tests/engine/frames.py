@@ -115,3 +115,13 @@ def gpu_info(cu_device: int, name: str = "NVIDIA A100") -> dict:
         "compute_major": 8,
         "compute_minor": 0,
     }
+
+
+def int64_layout(monkeypatch) -> None:
+    """Make correlation and instance metrics keep every per-row column int64 (the layout
+    before issue 18 narrowed them), to compare a narrowed run with."""
+    from jlprof.engine import aggregate, correlate
+
+    monkeypatch.setattr(correlate, "_index_dtype", lambda _n: np.int64)
+    monkeypatch.setattr(correlate, "_narrow", lambda x: x)
+    monkeypatch.setattr(aggregate, "_narrow", lambda x: x)
