@@ -6,22 +6,25 @@ Output is a :class:`Correlated` with explicit index columns (``-1`` = none):
 frame      correlation columns
 =========  ===========================================================================
 ``inst``   one row per op instance: NVTX ranges, then synthetic ``unassociated_*`` ones;
-           ``op`` (row of ``ops``), ``parent`` (row of ``inst``), ``path`` (row of ``paths``),
-           ``cpu_ns`` (range duration, or the share of an API call for synthetic ones),
-           ``instance_no`` (``Batch 17`` -> 17, else -1)
-``api``    ``inst``: innermost enclosing push/pop range on the same thread, else the
-           synthetic instance it created
-``gpu``    ``api``: launching call (same correlationId **and** process); ``inst``: op instance
-           (the call's, else a synthetic one); ``api_share_ns``: the call's time split over
-           the work it launched (graph launches share one call); ``isolated``: overlaps no
-           other GPU work (flattening can sum it: :func:`intervals.isolated`)
+           ``op`` int32 (row of ``ops``), ``parent`` int32 (row of ``inst``), ``path``
+           int32 (row of ``paths``), ``cpu_ns`` int32* (range duration, or the share of
+           an API call for synthetic ones), ``event_type`` int32* (0 for synthetic ones),
+           ``instance_no`` int32* (``Batch 17`` -> 17, else -1); ``start_ns``, ``end_ns``,
+           ``global_tid`` int64
+``api``    ``inst`` int32: innermost enclosing push/pop range on the same thread, else
+           the synthetic instance it created; ``global_pid`` int64
+``gpu``    ``api`` int32: launching call (same correlationId **and** process); ``inst``
+           int32: op instance (the call's, else a synthetic one); ``api_share_ns``
+           int32*: the call's time split over the work it launched (graph launches share
+           one call); ``isolated``: overlaps no other GPU work (flattening can sum it:
+           :func:`intervals.isolated`)
 =========  ===========================================================================
 
-Index columns (``api``, ``inst``, ``op``, ``parent``, ``path``, ``range_lane``) are int32
-while the table they point into has fewer than 2**31 rows; ``event_type``, ``instance_no``,
-``cpu_ns`` and ``api_share_ns`` are int32 when every value fits (``int32*`` as in trace.py),
-else int64: 4 bytes a row (at 10M kernels ~0.2 GB in all). Read them as int64 where they
-enter a sum, product or difference. Times and global ids stay int64.
+int32: a row index (as is :attr:`Correlated.range_lane`), int32 while the table it points
+into has fewer than 2**31 rows, else int64. int32*: int32 when every value fits, else
+int64 (as in trace.py). 4 bytes a row each saved (~0.2 GB at 10M kernels); read them as
+int64 (``to_numpy(np.int64)`` or ``astype`` after a gather) where they enter a sum,
+product or difference. Times and global ids stay int64.
 
 Everything is sort + searchsorted; the only Python loops run over nesting depth and
 NVTX domains, never over events.
@@ -60,7 +63,7 @@ def _rows(x: np.ndarray, n: int) -> np.ndarray:
 
 @dataclass
 class Correlated:
-    """Correlated frames; see the module docstring for the index columns."""
+    """Correlated frames; see the module docstring for the index columns and their dtypes."""
 
     trace: Trace
     inst: pd.DataFrame
@@ -71,7 +74,7 @@ class Correlated:
     t_first_ns: int
     t_last_ns: int
     nvtx: pd.DataFrame | None = None  # the NVTX ranges used (after --domains), rows = inst 0..n-1
-    range_lane: np.ndarray | None = None  # nesting lane (thread x domain) per range, -1 none
+    range_lane: np.ndarray | None = None  # int32 nesting lane (thread x domain) per range, -1 none
     lane_tid: np.ndarray | None = None
     lane_dom: np.ndarray | None = None
     markers: frozenset[str] = frozenset()  # PyTorch marker formats seen: emit_nvtx, pyprof, jlprof
