@@ -54,8 +54,7 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     """Accumulate GPU/API time onto op instances (exclusive: innermost range only)."""
     n = len(c.inst)
     g = c.gpu
-    # int32 row indices, widened once: np.bincount and ufunc.at would each widen them again
-    g_inst = g["inst"].to_numpy(np.intp)
+    g_inst = g["inst"].to_numpy()  # row indices: as held (int32), only indexed and compared
     g_start, g_end = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
     g_dur = g_end - g_start
     ok = g_inst >= 0
