@@ -981,7 +981,7 @@ def _time_iter(
     ).to_numpy(bool)
     inst = c.inst
     real = ~inst["synthetic"].to_numpy(bool)
-    dl = real & is_dl[inst["op"].to_numpy(np.int64)]
+    dl = real & is_dl[inst["op"].to_numpy()]  # int32 op rows: no copy
     host = [
         (inst["start_ns"].to_numpy(np.int64)[dl], inst["end_ns"].to_numpy(np.int64)[dl]),
         (c.trace.osrt["start_ns"].to_numpy(np.int64), c.trace.osrt["end_ns"].to_numpy(np.int64)),
