@@ -20,6 +20,7 @@ import pytest
 import jlprof
 from jlprof.engine import schema
 from jlprof.engine.read import read_trace
+from jlprof.engine.trace import GLOBAL_PID_MASK
 from jlprof.profile import REPORTS, Profile
 from tests.fixtures.scenarios import real_traces
 
@@ -120,7 +121,8 @@ def test_correlation_respects_processes(real: Loaded) -> None:
         pytest.skip("no GPU work with a launching call in this export")
     a = g["api"].to_numpy()[linked]
     assert (g["correlation_id"].to_numpy()[linked] == api["correlation_id"].to_numpy()[a]).all()
-    assert (g["global_pid"].to_numpy()[linked] == api["global_pid"].to_numpy()[a]).all()
+    a_pid = api["global_tid"].to_numpy()[a] & GLOBAL_PID_MASK
+    assert (g["global_pid"].to_numpy()[linked] == a_pid).all()
 
 
 def test_connectorx_and_sqlite3_agree(real: Loaded) -> None:

@@ -12,7 +12,8 @@ frame      correlation columns
            ``instance_no`` int32* (``Batch 17`` -> 17, else -1); ``start_ns``, ``end_ns``,
            ``global_tid`` int64
 ``api``    ``inst`` int32: innermost enclosing push/pop range on the same thread, else
-           the synthetic instance it created; ``global_pid`` int64
+           the synthetic instance it created (a call's process is ``global_tid &
+           GLOBAL_PID_MASK``: not stored, 8 bytes a call saved)
 ``gpu``    ``api`` int32: launching call (same correlationId **and** process); ``inst``
            int32: op instance (the call's, else a synthetic one); ``api_share_ns``
            int32*: the call's time split over the work it launched (graph launches share
@@ -392,7 +393,7 @@ def correlate(
         copy=False,
     )
 
-    _add_columns(api, inst=_rows(a_inst, n_inst), global_pid=a_tid & GLOBAL_PID_MASK)
+    _add_columns(api, inst=_rows(a_inst, n_inst))  # process: global_tid & GLOBAL_PID_MASK
     is_kernel = (gpu["kind"] == "kernel").to_numpy()
     _add_columns(
         gpu,

@@ -23,7 +23,7 @@ INDEX_COLUMNS = [("gpu", "api"), ("gpu", "inst"), ("api", "inst")] + [
 VALUE_COLUMNS = [("inst", c) for c in ("event_type", "instance_no", "cpu_ns")] + [
     ("gpu", "api_share_ns")
 ]
-WIDE = [("inst", c) for c in ("start_ns", "end_ns", "global_tid")] + [("api", "global_pid")]
+WIDE = [("inst", c) for c in ("start_ns", "end_ns", "global_tid")]
 METRICS = [f.name for f in dataclasses.fields(InstanceMetrics)]
 CUBE = ("op_iter", "kernel_iter", "group_iter", "time_iter")
 
