@@ -24,6 +24,7 @@ import pandas as pd
 from jlprof.engine import intervals
 from jlprof.engine.correlate import NONE, Correlated
 from jlprof.engine.iterations import Iterations
+from jlprof.engine.narrow import INT32, narrow
 from jlprof.outputs import InThread
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
@@ -156,13 +157,13 @@ def _run_stats(
     starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
     out: dict[str, np.ndarray] = {}
     for name, v in values:
-        vs = np.asarray(v, dtype=np.int64)
-        out[f"{name}_sum"] = np.add.reduceat(vs, starts)
+        vs = np.asarray(v, dtype=np.int64)  # summed in int64 whatever the input holds
+        out[f"{name}_sum"] = narrow(np.add.reduceat(vs, starts))
         if name in mm:
-            out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
-            out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
+            out[f"{name}_min"] = narrow(np.minimum.reduceat(vs, starts))
+            out[f"{name}_max"] = narrow(np.maximum.reduceat(vs, starts))
         del v, vs
-    out["calls"] = np.diff(np.append(starts, len(key)))
+    out["calls"] = narrow(np.diff(np.append(starts, len(key))))
     return starts, out
 
 
@@ -236,14 +237,7 @@ def _group_major_stats(
         dest = _inverse(order)  # where each part row goes
         keys = keys[order]
         del order
-        merged: dict[str, np.ndarray] = {}
-        for name in list(parts[0]):  # each part's rows put in place: no concatenated copy
-            col = merged[name] = np.empty(len(dest), np.int64)
-            at = 0
-            for p in parts:
-                v = p.pop(name)
-                col[dest[at : at + len(v)]] = v
-                at += len(v)
+        merged = _merge_parts(parts, dest)
         del dest
     else:
         merged = parts[0]
@@ -261,6 +255,28 @@ def _group_major_stats(
     return gv, iters, merged, (gv[new], key, span, it0)
 
 
+def _merge_parts(parts: list[dict[str, np.ndarray]], dest: np.ndarray) -> dict[str, np.ndarray]:
+    """The parts' columns in one, part rows ``at..`` put at ``dest[at..]`` (no concatenated
+    copy): int32 where every part's column with rows is (all its values fit), else int64."""
+    merged: dict[str, np.ndarray] = {}
+    for name in list(parts[0]):
+        have = [p[name] for p in parts if len(p[name])]
+        dt = np.result_type(*have) if have else np.int64
+        col = merged[name] = np.empty(len(dest), dt)
+        at = 0
+        for p in parts:
+            v = p.pop(name)
+            col[dest[at : at + len(v)]] = v
+            at += len(v)
+    return merged
+
+
+def _narrow_key(key: np.ndarray, n_groups: int, span: int) -> np.ndarray:
+    """A layout's key (group code * span + iteration offset) as int32 when ``n_groups *
+    span`` fits, so every key a query searches fits too (:func:`intervals.run_bounds`)."""
+    return key.astype(np.int32) if n_groups * span <= INT32.max else key
+
+
 def _framed(
     cols: dict[str, np.ndarray],
     index: pd.MultiIndex,
@@ -273,6 +289,7 @@ def _framed(
     frame = pd.DataFrame(cols, index=index, copy=False)
     lay_cols = {col: frame[col].to_numpy() for col in frame.columns}
     key, span, it0 = key_span_it0
+    key = _narrow_key(key, len(groups), span)
     frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = _Layout(
         groups, key, span, it0, lay_cols
     )
@@ -751,14 +768,7 @@ def _group_iter(
         keys = keys[order]
         dest = _inverse(order)  # where each part row goes
         del order
-        cols = {}
-        for n in _GROUP_COLS:  # each part's rows put in place: no concatenated copy
-            col = cols[n] = np.empty(len(dest), np.int64)
-            at = 0
-            for p in parts:
-                v = p[1].pop(n)
-                col[dest[at : at + len(v)]] = v
-                at += len(v)
+        cols = _merge_parts([p[1] for p in parts], dest)
         del dest
     del parts
     return pd.DataFrame(
@@ -876,7 +886,7 @@ def _group_part(
         "tc_eligible_ops": summed["elig"],
         "tc_ops": summed["tc"],
     }
-    return keys // w * n_it + (keys % w + a), cols
+    return keys // w * n_it + (keys % w + a), {k: narrow(v) for k, v in cols.items()}
 
 
 class _LaneTable:
@@ -1007,10 +1017,9 @@ def _time_iter(
         _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum, alone_from)
     parts = np.diff(cum, axis=0)
     wall = np.tile(it.durations_ns(), n_lanes)
-    out = pd.DataFrame({name: parts[i] for i, name in enumerate(CATEGORIES)})
-    out["gpu_busy"] = cum[3]
-    out["wall"] = wall
-    out["other"] = np.maximum(wall - cum[-1], 0)
+    cols = {name: parts[i] for i, name in enumerate(CATEGORIES)}
+    cols.update(gpu_busy=cum[3], wall=wall, other=np.maximum(wall - cum[-1], 0))
+    out = pd.DataFrame({name: narrow(v) for name, v in cols.items()})
     out.index = pd.MultiIndex.from_arrays(
         [np.repeat(np.arange(n_lanes), n_it), np.tile(np.arange(n_it), n_lanes)],
         names=["lane", "iteration"],
@@ -1135,12 +1144,21 @@ def _agg_of(col: str) -> str:
 def combine_reference(
     frame: pd.DataFrame, level: str | list[str], lo: int, hi: int
 ) -> pd.DataFrame:
-    """:func:`combine` by a pandas group-by: the definition, kept for tests."""
+    """:func:`combine` by a pandas group-by: the definition, kept for tests (integer
+    columns come out int64, as :func:`combine` gives them, whatever the cube holds)."""
     it = frame.index.get_level_values("iteration")
     sub = frame[(it >= lo) & (it <= hi)]
     if sub.empty:
-        return sub.droplevel("iteration") if isinstance(sub.index, pd.MultiIndex) else sub
-    return sub.groupby(level=level, sort=True).agg({c: _agg_of(c) for c in sub.columns})
+        out = sub.droplevel("iteration") if isinstance(sub.index, pd.MultiIndex) else sub
+    else:
+        out = sub.groupby(level=level, sort=True).agg({c: _agg_of(c) for c in sub.columns})
+    return _wide(out)
+
+
+def _wide(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its integer columns as int64 (a combined figure's dtype)."""
+    small = {c: np.int64 for c, t in frame.dtypes.items() if t.kind in "iu" and t != np.int64}
+    return frame.astype(small) if small else frame
 
 
 @dataclass
@@ -1152,10 +1170,31 @@ class _Layout:
     """
 
     groups: pd.Index  # the group labels, sorted (the result's index)
-    key: np.ndarray  # group code * span + (iteration - it0), ascending
+    key: np.ndarray  # group code * span + (iteration - it0), ascending; int32 when all fit
     span: int
     it0: int
-    cols: dict[str, np.ndarray]  # each column in that order
+    cols: dict[str, np.ndarray]  # each column in that order, as the frame holds it
+    # the int32 columns summed in int32 (see :meth:`sum_dtype`); None: not decided yet
+    sum32: set[str] | None = None
+
+    def sum_dtype(self, col: str) -> type:
+        """The type to sum column ``col`` in over any run of one group's iterations.
+
+        int64 but for an int32 column whose values are >= 0 and whose every group's total
+        over all its iterations fits: then every partial sum fits too, and numpy sums int32
+        in int32 (~1 ms at 6M rows) where int32 summed to int64 converts each row (~10 ms).
+        Decided once per layout, on the first combine.
+        """
+        if self.sum32 is None:
+            self.sum32 = set()
+            starts = intervals.run_bounds(self.key, len(self.groups), self.span, 0, self.span)[0]
+            for c, v in self.cols.items():
+                if v.dtype != np.int32 or _agg_of(c) != "sum" or len(v) == 0:
+                    continue
+                total = np.add.reduceat(v, starts, dtype=np.int64)  # per group, all iterations
+                if int(v.min()) >= 0 and int(total.max()) <= INT32.max:
+                    self.sum32.add(c)
+        return self.cols[col].dtype.type if col in self.sum32 else np.int64
 
 
 def _group_codes(frame: pd.DataFrame, level: str | list[str]) -> tuple[np.ndarray, pd.Index]:
@@ -1191,7 +1230,7 @@ def _group_order(
     codes, groups = _group_codes(frame, level)
     it0 = int(it.min()) if len(it) else 0
     span = int(it.max()) - it0 + 1 if len(it) else 1
-    key = codes * span + (it - it0)
+    key = _narrow_key(codes * span + (it - it0), len(groups), span)
     if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
         return groups, key, span, it0, None
     if bool(np.all(it[1:] >= it[:-1])) and len(groups) < 2**15:
@@ -1249,8 +1288,15 @@ def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd
     if len(keep) == 0:
         return combine_reference(frame, level, lo, hi)
     idx = intervals.runs_index(a[keep], b[keep], len(lay.key))
-    ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}
-    out = {c: ufunc[_agg_of(c)].reduceat(v, idx)[0::2] for c, v in lay.cols.items()}
+    out = {}
+    for c, v in lay.cols.items():
+        agg = _agg_of(c)
+        if agg == "sum":  # exact: int64 unless int32 cannot overflow (the gaps' sums, which
+            r = np.add.reduceat(v, idx, dtype=lay.sum_dtype(c))  # are dropped, may wrap)
+        else:
+            r = (np.minimum if agg == "min" else np.maximum).reduceat(v, idx)
+        r = r[0::2]
+        out[c] = r.astype(np.int64, copy=False) if r.dtype.kind in "iu" else r
     index = lay.groups[keep]
     if isinstance(level, str):
         index.name = level

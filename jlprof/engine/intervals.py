@@ -152,10 +152,14 @@ def run_bounds(
     """Per group g, the run of rows whose ``key`` lies in ``g*width + [lo, hi]``.
 
     ``key`` (group * width + offset, offsets in 0..width-1) is ascending. Returns (a, b)
-    with b >= a; an empty range gives empty runs.
+    with b >= a; an empty range gives empty runs. An int32 ``key`` is searched with int32
+    values when ``n_groups * width`` fits: numpy would otherwise convert the whole
+    key to int64 on each search.
     """
     base = np.arange(n_groups, dtype=np.int64) * width
-    lo, hi = max(lo, 0), min(hi, width - 1)
+    if key.dtype == np.int32 and n_groups * width < 1 << 31:
+        base = base.astype(np.int32)
+    lo, hi = min(max(lo, 0), width), min(hi, width - 1)
     a = np.searchsorted(key, base + lo, side="left")
     if hi < lo:
         return a, a

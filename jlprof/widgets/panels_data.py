@@ -247,7 +247,7 @@ def iterations_by_op(p: Analysis, lo: int, hi: int, op: int) -> pd.DataFrame:
     at = keys[-1][sel] - lo
     for col, src in (("calls", "calls"), ("gpu_ns", "gpu_sum"), ("cpu_ns", "cpu_sum")):
         v = np.zeros(len(out), np.int64)
-        v[at] = oi[src].to_numpy(np.int64)[sel]
+        v[at] = oi[src].to_numpy()[sel]  # the cube may hold int32
         out[col] = v
     return out
 
@@ -262,7 +262,7 @@ def kernel_iterations(p: Analysis, lo: int, hi: int, kernel: int, op: int) -> pd
     at = keys[-1][sel] - lo
     for col, src in (("calls", "calls"), ("gpu_ns", "gpu_sum")):
         v = np.zeros(len(out), np.int64)
-        v[at] = ki[src].to_numpy(np.int64)[sel]
+        v[at] = ki[src].to_numpy()[sel]  # the cube may hold int32
         out[col] = v
     return out
 
