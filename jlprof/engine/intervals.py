@@ -177,6 +177,45 @@ def runs_index(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return idx[:-1] if len(idx) and idx[-1] == n else idx  # the last run reaches the end
 
 
+# rows of an int32 column widened at a time by :func:`run_sums` (an L2-sized int64 buffer)
+SUM_CHUNK = 1 << 16
+
+
+def run_sums(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact int64 sums of ``x`` over the ascending runs [a, b) (b <= next a), for an int32
+    ``x`` whose sums may not fit int32.
+
+    Each run's sum is the difference of two prefix sums. The prefixes at the runs' edges
+    are taken chunk by chunk, widening :data:`SUM_CHUNK` rows at a time into one small
+    int64 buffer: ~3x faster at 6M rows than ``np.add.reduceat(x, idx, dtype=np.int64)``,
+    which converts row by row, and no trace-long int64 copy.
+    """
+    edges = np.empty(2 * len(a), np.int64)
+    edges[0::2], edges[1::2] = a, b  # non-decreasing; may repeat, may reach len(x)
+    n = len(x)
+    prefix = np.empty(len(edges), np.int64)
+    buf = np.empty(min(SUM_CHUNK, n), np.int64)
+    cuts = np.searchsorted(edges, np.minimum(np.arange(0, n + SUM_CHUNK, SUM_CHUNK), n))
+    total = 0
+    for ci, c0 in enumerate(range(0, n, SUM_CHUNK)):
+        part = buf[: min(SUM_CHUNK, n - c0)]
+        np.copyto(part, x[c0 : c0 + len(part)])
+        k0, k1 = int(cuts[ci]), int(cuts[ci + 1])
+        if k1 > k0:  # prefix sums at the edges in this chunk: sums between distinct edges
+            loc = edges[k0:k1] - c0
+            new = np.concatenate([[True], loc[1:] != loc[:-1]])
+            seg = np.add.reduceat(part, np.concatenate([[0], loc[new]]))
+            if loc[0] == 0:
+                seg[0] = 0  # reduceat gives part[0] for the empty [0, 0)
+            within = np.cumsum(seg[:-1])  # the sum of the chunk before each distinct edge
+            prefix[k0:k1] = total + within[np.cumsum(new) - 1]
+            total += int(within[-1]) + int(seg[-1])
+        else:
+            total += int(part.sum())
+    prefix[int(cuts[-1]) :] = total  # edges at len(x)
+    return prefix[1::2] - prefix[0::2]
+
+
 def expand_runs(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every row of the runs [lo, lo+cnt): (which run, row index), run by run."""
     which = np.repeat(np.arange(len(lo)), cnt)
