@@ -9,6 +9,13 @@ computed inside each iteration window. So the cube is built once per key node, a
 Attribution (DESIGN.md rule 5): an op instance belongs to the iteration of its NVTX
 start; GPU work follows the API call that launched it; time-based figures (utilisation,
 the duration breakdown) clip intervals to the iteration windows instead.
+
+Storage: the cube is kept for the whole run (at 10M kernels ~6M ``op_iter`` rows), so each
+of its columns is int32 when every value fits and int64 otherwise, decided per column
+where the frame is built (:func:`~jlprof.engine.narrow.narrow`); the builders sum and
+subtract in int64 whatever their inputs hold. Readers go through :func:`combine`, which
+sums exactly (int64, or int32 where no group's total can overflow) and gives int64, so
+reports never see the narrowed types; a reader of a cube frame's rows widens at the use.
 """
 
 from __future__ import annotations
@@ -393,12 +400,21 @@ class Cube:
     ``group_iter`` (flattening every subtree per iteration) is built on first use;
     ``Profile`` asks for it at load, when the correlation's freed memory is still at hand,
     and a key-node change builds it when a view needs it.
+
+    Every column of the four frames is int32 when all its values fit, else int64 (at 1M
+    kernels all of them: ``op_iter`` 44 MB instead of 85, ``kernel_iter`` 13 instead of
+    24, ``group_iter`` 8 instead of 15); their index levels are pandas codes (int8/int16)
+    over a few unique values. ``op_iter``, ``kernel_iter`` and ``group_iter`` rows are in
+    (group, iteration) order, with :func:`combine`'s layout attached (its key int32 when
+    groups x iterations fit). Combine them with :func:`combine`; read their rows as int64
+    where they enter a sum, product or difference.
     """
 
     iterations: Iterations
-    inst_iter: np.ndarray
-    gpu_iter: np.ndarray
-    op_iter: pd.DataFrame  # index (op, iteration)
+    inst_iter: np.ndarray  # int32 (iteration of each op instance)
+    gpu_iter: np.ndarray  # int32 (iteration of each GPU row's launch)
+    op_iter: pd.DataFrame  # index (op, iteration); {cpu,gpu,overhead,idle}_{sum,min,max},
+    # {api,tc_gpu,kernel,n_gpu}_sum, calls
     kernel_iter: pd.DataFrame  # index (kernel = long_name code, op, iteration)
     time_iter: pd.DataFrame  # index (lane, iteration): union lengths by category
     correlated: Correlated | None = None
