@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from jlprof.engine.narrow import narrow
 from jlprof.reports.tables import (
     duration_breakdown,
     kernel_frame,
@@ -213,13 +214,13 @@ def _iteration_frame(lo: int, hi: int) -> pd.DataFrame:
 def _levels(p: Analysis, which: str) -> tuple[np.ndarray, ...]:
     """The index levels of the cube's ``op_iter`` or ``kernel_iter`` as arrays, once per key
     node. The cube keeps those rows in (group, iteration) order, so one group's rows in a
-    range are found by binary search (a mask over ~600k rows costs ~5 ms per pick)."""
+    range are found by binary search (a mask over ~600k rows costs ~5 ms per pick). Each
+    int32 when its values fit, as the cube holds its columns (6M rows at 10M kernels)."""
     frame = getattr(p.cube, which)
 
     def build() -> tuple[np.ndarray, ...]:
-        names = [n for n in frame.index.names if n != "iteration"]
-        groups = [frame.index.get_level_values(n).to_numpy(np.int64) for n in names]
-        return (*groups, frame.index.get_level_values("iteration").to_numpy(np.int64))
+        names = [n for n in frame.index.names if n != "iteration"] + ["iteration"]
+        return tuple(narrow(frame.index.get_level_values(n).to_numpy(np.int64)) for n in names)
 
     return p.once(f"panels.levels:{which}:{p.key_node}", build)
 
