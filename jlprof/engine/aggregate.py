@@ -12,7 +12,7 @@ the duration breakdown) clip intervals to the iteration windows instead.
 
 Storage: the cube is kept for the whole run (at 10M kernels ~6M ``op_iter`` rows), so each
 of its columns is int32 when every value fits and int64 otherwise, decided per column
-where the frame is built (:func:`~jlprof.engine.narrow.narrow`); the builders sum and
+where the frame is built (``read._narrow``, the reader's rule); the builders sum and
 subtract in int64 whatever their inputs hold. Readers go through :func:`combine`, which
 sums exactly (int64, or int32 where no group's total can overflow) and gives int64, so
 reports never see the narrowed types; a reader of a cube frame's rows widens at the use.
@@ -31,12 +31,13 @@ import pandas as pd
 from jlprof.engine import intervals
 from jlprof.engine.correlate import NONE, Correlated
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.narrow import INT32, narrow
+from jlprof.engine.read import _narrow
 from jlprof.outputs import InThread
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
 # Priority partition of wall time (guide §10.2 "Summary Report"), highest first.
 CATEGORIES = ("tc", "non_tc", "memory", "dataloader", "io", "cpu")
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 @dataclass
@@ -165,12 +166,12 @@ def _run_stats(
     out: dict[str, np.ndarray] = {}
     for name, v in values:
         vs = np.asarray(v, dtype=np.int64)  # summed in int64 whatever the input holds
-        out[f"{name}_sum"] = narrow(np.add.reduceat(vs, starts))
+        out[f"{name}_sum"] = _narrow(np.add.reduceat(vs, starts))
         if name in mm:
-            out[f"{name}_min"] = narrow(np.minimum.reduceat(vs, starts))
-            out[f"{name}_max"] = narrow(np.maximum.reduceat(vs, starts))
+            out[f"{name}_min"] = _narrow(np.minimum.reduceat(vs, starts))
+            out[f"{name}_max"] = _narrow(np.maximum.reduceat(vs, starts))
         del v, vs
-    out["calls"] = narrow(np.diff(np.append(starts, len(key))))
+    out["calls"] = _narrow(np.diff(np.append(starts, len(key))))
     return starts, out
 
 
@@ -281,7 +282,7 @@ def _merge_parts(parts: list[dict[str, np.ndarray]], dest: np.ndarray) -> dict[s
 def _narrow_key(key: np.ndarray, n_groups: int, span: int) -> np.ndarray:
     """A layout's key (group code * span + iteration offset) as int32 when ``n_groups *
     span`` fits, so every key a query searches fits too (:func:`intervals.run_bounds`)."""
-    return key.astype(np.int32) if n_groups * span <= INT32.max else key
+    return key.astype(np.int32) if n_groups * span <= _INT32_MAX else key
 
 
 def _framed(
@@ -902,7 +903,7 @@ def _group_part(
         "tc_eligible_ops": summed["elig"],
         "tc_ops": summed["tc"],
     }
-    return keys // w * n_it + (keys % w + a), {k: narrow(v) for k, v in cols.items()}
+    return keys // w * n_it + (keys % w + a), {k: _narrow(v) for k, v in cols.items()}
 
 
 class _LaneTable:
@@ -1035,7 +1036,7 @@ def _time_iter(
     wall = np.tile(it.durations_ns(), n_lanes)
     cols = {name: parts[i] for i, name in enumerate(CATEGORIES)}
     cols.update(gpu_busy=cum[3], wall=wall, other=np.maximum(wall - cum[-1], 0))
-    out = pd.DataFrame({name: narrow(v) for name, v in cols.items()})
+    out = pd.DataFrame({name: _narrow(v) for name, v in cols.items()})
     out.index = pd.MultiIndex.from_arrays(
         [np.repeat(np.arange(n_lanes), n_it), np.tile(np.arange(n_it), n_lanes)],
         names=["lane", "iteration"],
@@ -1209,7 +1210,7 @@ class _Layout:
                 if v.dtype != np.int32 or _agg_of(c) != "sum" or len(v) == 0:
                     continue
                 total = intervals.run_sums(v, starts, ends)  # per group, all iterations
-                if int(v.min()) >= 0 and int(total.max()) <= INT32.max:
+                if int(v.min()) >= 0 and int(total.max()) <= _INT32_MAX:
                     self.sum32.add(c)
         return col in self.sum32
 
@@ -1270,6 +1271,14 @@ def _laid_out(frame: pd.DataFrame, level: str | list[str]) -> tuple[pd.DataFrame
     lay = _Layout(groups, key, span, it0, cols)
     frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = lay
     return frame, lay
+
+
+def index_levels(frame: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """A cube frame's index levels as arrays, its group levels first and the iteration last,
+    each int32 when its values fit, as the cube holds its columns (for callers that keep
+    them: 6M rows of ``op_iter`` at 10M kernels)."""
+    names = [n for n in frame.index.names if n != "iteration"] + ["iteration"]
+    return tuple(_narrow(frame.index.get_level_values(n).to_numpy(np.int64)) for n in names)
 
 
 def _level_key(level: str | list[str]) -> str | tuple[str, ...]:

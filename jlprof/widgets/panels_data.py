@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.narrow import narrow
+from jlprof.engine.aggregate import index_levels
 from jlprof.reports.tables import (
     duration_breakdown,
     kernel_frame,
@@ -217,12 +217,7 @@ def _levels(p: Analysis, which: str) -> tuple[np.ndarray, ...]:
     range are found by binary search (a mask over ~600k rows costs ~5 ms per pick). Each
     int32 when its values fit, as the cube holds its columns (6M rows at 10M kernels)."""
     frame = getattr(p.cube, which)
-
-    def build() -> tuple[np.ndarray, ...]:
-        names = [n for n in frame.index.names if n != "iteration"] + ["iteration"]
-        return tuple(narrow(frame.index.get_level_values(n).to_numpy(np.int64)) for n in names)
-
-    return p.once(f"panels.levels:{which}:{p.key_node}", build)
+    return p.once(f"panels.levels:{which}:{p.key_node}", lambda: index_levels(frame))
 
 
 def _rows(keys: tuple[np.ndarray, ...], want: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
