@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,9 @@ DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
 # Priority partition of wall time (guide §10.2 "Summary Report"), highest first.
 CATEGORIES = ("tc", "non_tc", "memory", "dataloader", "io", "cpu")
 _INT32_MAX = int(np.iinfo(np.int32).max)
+# rows per block of an int32 cube column's prefix sums, which :func:`combine` sums it from
+# where its sums may not fit int32: 0.25 bytes a row kept; a range gathers < 2 blocks a group
+SUM_BLOCK = 32
 
 
 @dataclass
@@ -1193,14 +1196,16 @@ class _Layout:
     cols: dict[str, np.ndarray]  # each column in that order, as the frame holds it
     # the int32 columns summed in int32 (see :meth:`sums_fit`); None: not decided yet
     sum32: set[str] | None = None
+    # the other int32 sum columns' block prefix sums (:func:`intervals.run_sums`)
+    prefix: dict[str, np.ndarray] = field(default_factory=dict)
 
     def sums_fit(self, col: str) -> bool:
         """True when int32 column ``col`` sums in int32 over any run of one group's iterations.
 
         So when its values are >= 0 and every group's total over all its iterations fits:
         every partial sum fits then too, and numpy sums int32 in int32 (~1 ms at 6M rows);
-        else :func:`intervals.run_sums` sums it in int64 (~3 ms). Decided once per layout,
-        on the first combine.
+        else :func:`intervals.run_sums` sums it in int64 from its block prefix sums (kept:
+        8 bytes per :data:`SUM_BLOCK` rows). Decided once per layout, on the first combine.
         """
         if self.sum32 is None:
             self.sum32 = set()
@@ -1209,9 +1214,12 @@ class _Layout:
             for c, v in self.cols.items():
                 if v.dtype != np.int32 or _agg_of(c) != "sum" or len(v) == 0:
                     continue
-                total = intervals.run_sums(v, starts, ends)  # per group, all iterations
+                prefix = intervals.block_prefix(v, SUM_BLOCK)
+                total = intervals.run_sums(v, starts, ends, prefix, SUM_BLOCK)  # per group
                 if int(v.min()) >= 0 and int(total.max()) <= _INT32_MAX:
                     self.sum32.add(c)
+                else:
+                    self.prefix[c] = prefix
         return col in self.sum32
 
 
@@ -1319,7 +1327,7 @@ def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd
     for c, v in lay.cols.items():
         agg = _agg_of(c)
         if agg == "sum" and v.dtype == np.int32 and not lay.sums_fit(c):
-            out[c] = intervals.run_sums(v, a, b)  # exact, in int64
+            out[c] = intervals.run_sums(v, a, b, lay.prefix[c], SUM_BLOCK)  # exact, int64
             continue
         # an int32 column that cannot overflow is summed in int32: numpy would sum it in
         # int64 by default, converting each row (~8 ms at 6M rows, against ~1 ms); the sums

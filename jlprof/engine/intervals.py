@@ -177,43 +177,43 @@ def runs_index(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return idx[:-1] if len(idx) and idx[-1] == n else idx  # the last run reaches the end
 
 
-# rows of an int32 column widened at a time by :func:`run_sums` (an L2-sized int64 buffer)
-SUM_CHUNK = 1 << 16
+def block_prefix(x: np.ndarray, block: int) -> np.ndarray:
+    """``P[j] = sum(x[:j * block])`` in int64, for j = 0 .. len(x) // block: what
+    :func:`run_sums` needs besides ``x`` (8 bytes per ``block`` rows)."""
+    nb = len(x) // block
+    prefix = np.zeros(nb + 1, np.int64)
+    if nb:
+        np.cumsum(x[: nb * block].reshape(nb, block).sum(axis=1, dtype=np.int64), out=prefix[1:])
+    return prefix
 
 
-def run_sums(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact int64 sums of ``x`` over the ascending runs [a, b) (b <= next a), for an int32
-    ``x`` whose sums may not fit int32.
+def run_sums(
+    x: np.ndarray, a: np.ndarray, b: np.ndarray, prefix: np.ndarray, block: int
+) -> np.ndarray:
+    """Exact int64 sums of ``x`` over the runs [a, b), given ``prefix = block_prefix(x,
+    block)``: for an int32 ``x`` whose sums may not fit int32.
 
-    Each run's sum is the difference of two prefix sums. The prefixes at the runs' edges
-    are taken chunk by chunk, widening :data:`SUM_CHUNK` rows at a time into one small
-    int64 buffer: ~3x faster at 6M rows than ``np.add.reduceat(x, idx, dtype=np.int64)``,
-    which converts row by row, and no trace-long int64 copy.
+    A run's whole blocks come from two prefix entries; only the rows before its first and
+    after its last block boundary (< ``block`` each) are gathered and summed in int64. At
+    6M rows and 400 runs that reads ~13k rows instead of all of them, where
+    ``np.add.reduceat(x, idx, dtype=np.int64)`` converts every row (~8 ms).
     """
-    edges = np.empty(2 * len(a), np.int64)
-    edges[0::2], edges[1::2] = a, b  # non-decreasing; may repeat, may reach len(x)
-    n = len(x)
-    prefix = np.empty(len(edges), np.int64)
-    buf = np.empty(min(SUM_CHUNK, n), np.int64)
-    cuts = np.searchsorted(edges, np.minimum(np.arange(0, n + SUM_CHUNK, SUM_CHUNK), n))
-    total = 0
-    for ci, c0 in enumerate(range(0, n, SUM_CHUNK)):
-        part = buf[: min(SUM_CHUNK, n - c0)]
-        np.copyto(part, x[c0 : c0 + len(part)])
-        k0, k1 = int(cuts[ci]), int(cuts[ci + 1])
-        if k1 > k0:  # prefix sums at the edges in this chunk: sums between distinct edges
-            loc = edges[k0:k1] - c0
-            new = np.concatenate([[True], loc[1:] != loc[:-1]])
-            seg = np.add.reduceat(part, np.concatenate([[0], loc[new]]))
-            if loc[0] == 0:
-                seg[0] = 0  # reduceat gives part[0] for the empty [0, 0)
-            within = np.cumsum(seg[:-1])  # the sum of the chunk before each distinct edge
-            prefix[k0:k1] = total + within[np.cumsum(new) - 1]
-            total += int(within[-1]) + int(seg[-1])
-        else:
-            total += int(part.sum())
-    prefix[int(cuts[-1]) :] = total  # edges at len(x)
-    return prefix[1::2] - prefix[0::2]
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    first = -(-a // block)  # the first block boundary at or after a
+    last = b // block  # the last one at or before b
+    whole = first <= last
+    mid = np.where(whole, prefix[last] - prefix[np.minimum(first, len(prefix) - 1)], 0)
+    head_end = np.where(whole, first * block, b)
+    tail_start = np.where(whole, last * block, b)
+    starts = np.concatenate([a, tail_start])
+    lens = np.concatenate([head_end - a, b - tail_start])
+    offs = np.cumsum(lens) - lens
+    rows = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()))
+    cum = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(x[rows], dtype=np.int64, out=cum[1:])
+    pieces = cum[offs + lens] - cum[offs]
+    return pieces[: len(a)] + pieces[len(a) :] + mid
 
 
 def expand_runs(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

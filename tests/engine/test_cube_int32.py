@@ -149,11 +149,10 @@ def test_combine_sums_int32_exactly_near_the_limit() -> None:
     assert lay.key.dtype == np.int32
 
 
-@pytest.mark.parametrize("chunk", [1 << 16, 5, 1])
-def test_run_sums_are_exact_int64_sums(monkeypatch, chunk) -> None:
-    """Runs across chunk edges, touching runs (b == next a), empty ones, one reaching the
-    end: each sum against Python's, values near the int32 limit."""
-    monkeypatch.setattr(intervals, "SUM_CHUNK", chunk)
+@pytest.mark.parametrize("block", [32, 5, 1, 1000])
+def test_run_sums_are_exact_int64_sums(block) -> None:
+    """Runs across block edges and inside one block, touching runs (b == next a), empty
+    ones, one reaching the end: each sum against Python's, values near the int32 limit."""
     rng = np.random.default_rng(7)
     for n in (1, 2, 17, 300):
         x = rng.integers(-(2**31), 2**31, n).astype(np.int32)
@@ -162,5 +161,40 @@ def test_run_sums_are_exact_int64_sums(monkeypatch, chunk) -> None:
         edges[-1] = n if n % 2 else edges[-1]
         a, b = edges[0::2], edges[1::2]
         want = [sum(int(v) for v in x[i:j]) for i, j in zip(a, b, strict=True)]
-        got = intervals.run_sums(x, a, b)
+        prefix = intervals.block_prefix(x, block)
+        assert prefix.tolist() == [sum(int(v) for v in x[: j * block]) for j in range(len(prefix))]
+        got = intervals.run_sums(x, a, b, prefix, block)
         assert got.dtype == np.int64 and got.tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("block", [32, 3])
+def test_combine_of_random_int32_frames_is_the_int64_group_by(monkeypatch, seed, block) -> None:
+    """Columns whose group totals pass int32 (summed from block prefixes) and columns that
+    fit (summed in int32), over many ranges, against the group-by of the int64 frame."""
+    monkeypatch.setattr(aggregate, "SUM_BLOCK", block)
+    rng = np.random.default_rng(seed)
+    n_groups, n_it = int(rng.integers(1, 9)), int(rng.integers(1, 80))
+    keys = [(g, i) for g in range(n_groups) for i in range(n_it) if rng.random() < 0.7]
+    if not keys:
+        keys = [(0, 0)]
+    g, it = np.array(keys).T
+    n = len(keys)
+    small = pd.DataFrame(
+        {
+            "gpu_sum": rng.integers(LIM // 2 + 1, LIM + 1, n).astype(np.int32),  # 2 pass
+            "calls": rng.integers(1, 5, n).astype(np.int32),  # totals fit
+            "gpu_min": rng.integers(-(2**31), LIM + 1, n).astype(np.int32),
+            "gpu_max": rng.integers(-(2**31), LIM + 1, n).astype(np.int32),
+        },
+        index=pd.MultiIndex.from_arrays([g, it], names=["op", "iteration"]),
+    )
+    wide = small.astype(np.int64)
+    for _ in range(20):
+        lo = int(rng.integers(-3, n_it + 2))
+        hi = int(rng.integers(lo - 1, n_it + 3))
+        got = combine(small, "op", lo, hi)
+        pd.testing.assert_frame_equal(got, combine_reference(wide, "op", lo, hi))
+    assert aggregate._layout(small, "op").sums_fit("calls")
+    two = np.bincount(g).max() >= 2  # a group total of two or more rows passes int32
+    assert aggregate._layout(small, "op").sums_fit("gpu_sum") != two
