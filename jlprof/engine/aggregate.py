@@ -9,6 +9,13 @@ computed inside each iteration window. So the cube is built once per key node, a
 Attribution (DESIGN.md rule 5): an op instance belongs to the iteration of its NVTX
 start; GPU work follows the API call that launched it; time-based figures (utilisation,
 the duration breakdown) clip intervals to the iteration windows instead.
+
+Storage: the cube is kept for the whole run (at 10M kernels ~6M ``op_iter`` rows), so each
+of its columns is int32 when every value fits and int64 otherwise, decided per column
+where the frame is built (``read._narrow``, the reader's rule); the builders sum and
+subtract in int64 whatever their inputs hold. Readers go through :func:`combine`, which
+sums exactly (int64, or int32 where no group's total can overflow) and gives int64, so
+reports never see the narrowed types; a reader of a cube frame's rows widens at the use.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -30,6 +37,10 @@ from jlprof.outputs import InThread
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
 # Priority partition of wall time (guide §10.2 "Summary Report"), highest first.
 CATEGORIES = ("tc", "non_tc", "memory", "dataloader", "io", "cpu")
+_INT32_MAX = int(np.iinfo(np.int32).max)
+# rows per block of an int32 cube column's prefix sums, which :func:`combine` sums it from
+# where its sums may not fit int32: 0.25 bytes a row kept; a range gathers < 2 blocks a group
+SUM_BLOCK = 32
 
 
 @dataclass
@@ -162,13 +173,13 @@ def _run_stats(
     starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
     out: dict[str, np.ndarray] = {}
     for name, v in values:
-        vs = np.asarray(v, dtype=np.int64)
-        out[f"{name}_sum"] = np.add.reduceat(vs, starts)
+        vs = np.asarray(v, dtype=np.int64)  # summed in int64 whatever the input holds
+        out[f"{name}_sum"] = _narrow(np.add.reduceat(vs, starts))
         if name in mm:
-            out[f"{name}_min"] = np.minimum.reduceat(vs, starts)
-            out[f"{name}_max"] = np.maximum.reduceat(vs, starts)
+            out[f"{name}_min"] = _narrow(np.minimum.reduceat(vs, starts))
+            out[f"{name}_max"] = _narrow(np.maximum.reduceat(vs, starts))
         del v, vs
-    out["calls"] = np.diff(np.append(starts, len(key)))
+    out["calls"] = _narrow(np.diff(np.append(starts, len(key))))
     return starts, out
 
 
@@ -242,14 +253,7 @@ def _group_major_stats(
         dest = _inverse(order)  # where each part row goes
         keys = keys[order]
         del order
-        merged: dict[str, np.ndarray] = {}
-        for name in list(parts[0]):  # each part's rows put in place: no concatenated copy
-            col = merged[name] = np.empty(len(dest), np.int64)
-            at = 0
-            for p in parts:
-                v = p.pop(name)
-                col[dest[at : at + len(v)]] = v
-                at += len(v)
+        merged = _merge_parts(parts, dest)
         del dest
     else:
         merged = parts[0]
@@ -267,6 +271,28 @@ def _group_major_stats(
     return gv, iters, merged, (gv[new], key, span, it0)
 
 
+def _merge_parts(parts: list[dict[str, np.ndarray]], dest: np.ndarray) -> dict[str, np.ndarray]:
+    """The parts' columns in one, part rows ``at..`` put at ``dest[at..]`` (no concatenated
+    copy): int32 where every part's column with rows is (all its values fit), else int64."""
+    merged: dict[str, np.ndarray] = {}
+    for name in list(parts[0]):
+        have = [p[name] for p in parts if len(p[name])]
+        dt = np.result_type(*have) if have else np.int64
+        col = merged[name] = np.empty(len(dest), dt)
+        at = 0
+        for p in parts:
+            v = p.pop(name)
+            col[dest[at : at + len(v)]] = v
+            at += len(v)
+    return merged
+
+
+def _narrow_key(key: np.ndarray, n_groups: int, span: int) -> np.ndarray:
+    """A layout's key (group code * span + iteration offset) as int32 when ``n_groups *
+    span`` fits, so every key a query searches fits too (:func:`intervals.run_bounds`)."""
+    return key.astype(np.int32) if n_groups * span <= _INT32_MAX else key
+
+
 def _framed(
     cols: dict[str, np.ndarray],
     index: pd.MultiIndex,
@@ -279,6 +305,7 @@ def _framed(
     frame = pd.DataFrame(cols, index=index, copy=False)
     lay_cols = {col: frame[col].to_numpy() for col in frame.columns}
     key, span, it0 = key_span_it0
+    key = _narrow_key(key, len(groups), span)
     frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = _Layout(
         groups, key, span, it0, lay_cols
     )
@@ -382,12 +409,21 @@ class Cube:
     ``group_iter`` (flattening every subtree per iteration) is built on first use;
     ``Profile`` asks for it at load, when the correlation's freed memory is still at hand,
     and a key-node change builds it when a view needs it.
+
+    Every column of the four frames is int32 when all its values fit, else int64 (at 1M
+    kernels all of them: ``op_iter`` 44 MB instead of 85, ``kernel_iter`` 13 instead of
+    24, ``group_iter`` 8 instead of 15); their index levels are pandas codes (int8/int16)
+    over a few unique values. ``op_iter``, ``kernel_iter`` and ``group_iter`` rows are in
+    (group, iteration) order, with :func:`combine`'s layout attached (its key int32 when
+    groups x iterations fit). Combine them with :func:`combine`; read their rows as int64
+    where they enter a sum, product or difference.
     """
 
     iterations: Iterations
-    inst_iter: np.ndarray
-    gpu_iter: np.ndarray
-    op_iter: pd.DataFrame  # index (op, iteration)
+    inst_iter: np.ndarray  # int32 (iteration of each op instance)
+    gpu_iter: np.ndarray  # int32 (iteration of each GPU row's launch)
+    op_iter: pd.DataFrame  # index (op, iteration); {cpu,gpu,overhead,idle}_{sum,min,max},
+    # {api,tc_gpu,kernel,n_gpu}_sum, calls
     kernel_iter: pd.DataFrame  # index (kernel = long_name code, op, iteration)
     time_iter: pd.DataFrame  # index (lane, iteration): union lengths by category
     correlated: Correlated | None = None
@@ -757,14 +793,7 @@ def _group_iter(
         keys = keys[order]
         dest = _inverse(order)  # where each part row goes
         del order
-        cols = {}
-        for n in _GROUP_COLS:  # each part's rows put in place: no concatenated copy
-            col = cols[n] = np.empty(len(dest), np.int64)
-            at = 0
-            for p in parts:
-                v = p[1].pop(n)
-                col[dest[at : at + len(v)]] = v
-                at += len(v)
+        cols = _merge_parts([p[1] for p in parts], dest)
         del dest
     del parts
     return pd.DataFrame(
@@ -884,7 +913,7 @@ def _group_part(
         "tc_eligible_ops": summed["elig"],
         "tc_ops": summed["tc"],
     }
-    return keys // w * n_it + (keys % w + a), cols
+    return keys // w * n_it + (keys % w + a), {k: _narrow(v) for k, v in cols.items()}
 
 
 class _LaneTable:
@@ -1015,10 +1044,9 @@ def _time_iter(
         _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum, alone_from)
     parts = np.diff(cum, axis=0)
     wall = np.tile(it.durations_ns(), n_lanes)
-    out = pd.DataFrame({name: parts[i] for i, name in enumerate(CATEGORIES)})
-    out["gpu_busy"] = cum[3]
-    out["wall"] = wall
-    out["other"] = np.maximum(wall - cum[-1], 0)
+    cols = {name: parts[i] for i, name in enumerate(CATEGORIES)}
+    cols.update(gpu_busy=cum[3], wall=wall, other=np.maximum(wall - cum[-1], 0))
+    out = pd.DataFrame({name: _narrow(v) for name, v in cols.items()})
     out.index = pd.MultiIndex.from_arrays(
         [np.repeat(np.arange(n_lanes), n_it), np.tile(np.arange(n_it), n_lanes)],
         names=["lane", "iteration"],
@@ -1143,12 +1171,21 @@ def _agg_of(col: str) -> str:
 def combine_reference(
     frame: pd.DataFrame, level: str | list[str], lo: int, hi: int
 ) -> pd.DataFrame:
-    """:func:`combine` by a pandas group-by: the definition, kept for tests."""
+    """:func:`combine` by a pandas group-by: the definition, kept for tests (integer
+    columns come out int64, as :func:`combine` gives them, whatever the cube holds)."""
     it = frame.index.get_level_values("iteration")
     sub = frame[(it >= lo) & (it <= hi)]
     if sub.empty:
-        return sub.droplevel("iteration") if isinstance(sub.index, pd.MultiIndex) else sub
-    return sub.groupby(level=level, sort=True).agg({c: _agg_of(c) for c in sub.columns})
+        out = sub.droplevel("iteration") if isinstance(sub.index, pd.MultiIndex) else sub
+    else:
+        out = sub.groupby(level=level, sort=True).agg({c: _agg_of(c) for c in sub.columns})
+    return _wide(out)
+
+
+def _wide(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its integer columns as int64 (a combined figure's dtype)."""
+    small = {c: np.int64 for c, t in frame.dtypes.items() if t.kind in "iu" and t != np.int64}
+    return frame.astype(small) if small else frame
 
 
 @dataclass
@@ -1160,10 +1197,37 @@ class _Layout:
     """
 
     groups: pd.Index  # the group labels, sorted (the result's index)
-    key: np.ndarray  # group code * span + (iteration - it0), ascending
+    key: np.ndarray  # group code * span + (iteration - it0), ascending; int32 when all fit
     span: int
     it0: int
-    cols: dict[str, np.ndarray]  # each column in that order
+    cols: dict[str, np.ndarray]  # each column in that order, as the frame holds it
+    # the int32 columns summed in int32 (see :meth:`sums_fit`); None: not decided yet
+    sum32: set[str] | None = None
+    # the other int32 sum columns' block prefix sums (:func:`intervals.run_sums`)
+    prefix: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def sums_fit(self, col: str) -> bool:
+        """True when int32 column ``col`` sums in int32 over any run of one group's iterations.
+
+        So when its values are >= 0 and every group's total over all its iterations fits:
+        every partial sum fits then too, and numpy sums int32 in int32 (~1 ms at 6M rows);
+        else :func:`intervals.run_sums` sums it in int64 from its block prefix sums (kept:
+        8 bytes per :data:`SUM_BLOCK` rows). Decided once per layout, on the first combine.
+        """
+        if self.sum32 is None:
+            self.sum32 = set()
+            starts = intervals.run_bounds(self.key, len(self.groups), self.span, 0, self.span)[0]
+            ends = np.append(starts[1:], len(self.key))
+            for c, v in self.cols.items():
+                if v.dtype != np.int32 or _agg_of(c) != "sum" or len(v) == 0:
+                    continue
+                prefix = intervals.block_prefix(v, SUM_BLOCK)
+                total = intervals.run_sums(v, starts, ends, prefix, SUM_BLOCK)  # per group
+                if int(v.min()) >= 0 and int(total.max()) <= _INT32_MAX:
+                    self.sum32.add(c)
+                else:
+                    self.prefix[c] = prefix
+        return col in self.sum32
 
 
 def _group_codes(frame: pd.DataFrame, level: str | list[str]) -> tuple[np.ndarray, pd.Index]:
@@ -1199,7 +1263,7 @@ def _group_order(
     codes, groups = _group_codes(frame, level)
     it0 = int(it.min()) if len(it) else 0
     span = int(it.max()) - it0 + 1 if len(it) else 1
-    key = codes * span + (it - it0)
+    key = _narrow_key(codes * span + (it - it0), len(groups), span)
     if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
         return groups, key, span, it0, None
     if bool(np.all(it[1:] >= it[:-1])) and len(groups) < 2**15:
@@ -1222,6 +1286,14 @@ def _laid_out(frame: pd.DataFrame, level: str | list[str]) -> tuple[pd.DataFrame
     lay = _Layout(groups, key, span, it0, cols)
     frame.__dict__.setdefault("_jlprof_layouts", {})[_level_key(level)] = lay
     return frame, lay
+
+
+def index_levels(frame: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """A cube frame's index levels as arrays, its group levels first and the iteration last,
+    each int32 when its values fit, as the cube holds its columns (for callers that keep
+    them: 6M rows of ``op_iter`` at 10M kernels)."""
+    names = [n for n in frame.index.names if n != "iteration"] + ["iteration"]
+    return tuple(_narrow(frame.index.get_level_values(n).to_numpy(np.int64)) for n in names)
 
 
 def _level_key(level: str | list[str]) -> str | tuple[str, ...]:
@@ -1256,9 +1328,20 @@ def combine(frame: pd.DataFrame, level: str | list[str], lo: int, hi: int) -> pd
     keep = np.flatnonzero(b > a)
     if len(keep) == 0:
         return combine_reference(frame, level, lo, hi)
-    idx = intervals.runs_index(a[keep], b[keep], len(lay.key))
-    ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}
-    out = {c: ufunc[_agg_of(c)].reduceat(v, idx)[0::2] for c, v in lay.cols.items()}
+    a, b = a[keep], b[keep]
+    idx = intervals.runs_index(a, b, len(lay.key))
+    out = {}
+    for c, v in lay.cols.items():
+        agg = _agg_of(c)
+        if agg == "sum" and v.dtype == np.int32 and not lay.sums_fit(c):
+            out[c] = intervals.run_sums(v, a, b, lay.prefix[c], SUM_BLOCK)  # exact, int64
+            continue
+        # an int32 column that cannot overflow is summed in int32: numpy would sum it in
+        # int64 by default, converting each row (~8 ms at 6M rows, against ~1 ms); the sums
+        # of the gaps between runs, which may wrap, are dropped
+        ufunc = np.add if agg == "sum" else np.minimum if agg == "min" else np.maximum
+        r = ufunc.reduceat(v, idx, dtype=v.dtype)[0::2]
+        out[c] = r.astype(np.int64, copy=False) if r.dtype.kind in "iu" else r
     index = lay.groups[keep]
     if isinstance(level, str):
         index.name = level

@@ -429,18 +429,20 @@ def _group_stats_frame(p: Analysis) -> pd.DataFrame:
 
     Built once per key node (min/max copies of the four time columns, a row count for the
     averages), so a range change combines them in a few ms instead of a dozen group-bys.
+    The columns are the cube's own arrays, int32 where it holds them so (no copies):
+    :func:`combine` sums them exactly and gives int64.
     """
 
     def build() -> pd.DataFrame:
         gi = p.cube.group_iter
         cols: dict[str, np.ndarray] = {
-            "calls": gi["calls"].to_numpy(np.int64),
-            "tc_eligible_ops": gi["tc_eligible_ops"].to_numpy(np.int64),
-            "tc_ops": gi["tc_ops"].to_numpy(np.int64),
-            "n": np.ones(len(gi), np.int64),
+            "calls": gi["calls"].to_numpy(),
+            "tc_eligible_ops": gi["tc_eligible_ops"].to_numpy(),
+            "tc_ops": gi["tc_ops"].to_numpy(),
+            "n": np.ones(len(gi), np.int32 if len(gi) < 1 << 31 else np.int64),
         }
         for col in ("cpu", "gpu", "overhead", "idle"):
-            v = gi[col].to_numpy(np.int64)
+            v = gi[col].to_numpy()
             cols[f"{col}_sum"], cols[f"{col}_min"], cols[f"{col}_max"] = v, v, v
         return pd.DataFrame(cols, index=gi.index, copy=False)
 

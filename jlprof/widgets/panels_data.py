@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from jlprof.engine.aggregate import index_levels
 from jlprof.reports.tables import (
     duration_breakdown,
     kernel_frame,
@@ -213,15 +214,10 @@ def _iteration_frame(lo: int, hi: int) -> pd.DataFrame:
 def _levels(p: Analysis, which: str) -> tuple[np.ndarray, ...]:
     """The index levels of the cube's ``op_iter`` or ``kernel_iter`` as arrays, once per key
     node. The cube keeps those rows in (group, iteration) order, so one group's rows in a
-    range are found by binary search (a mask over ~600k rows costs ~5 ms per pick)."""
+    range are found by binary search (a mask over ~600k rows costs ~5 ms per pick). Each
+    int32 when its values fit, as the cube holds its columns (6M rows at 10M kernels)."""
     frame = getattr(p.cube, which)
-
-    def build() -> tuple[np.ndarray, ...]:
-        names = [n for n in frame.index.names if n != "iteration"]
-        groups = [frame.index.get_level_values(n).to_numpy(np.int64) for n in names]
-        return (*groups, frame.index.get_level_values("iteration").to_numpy(np.int64))
-
-    return p.once(f"panels.levels:{which}:{p.key_node}", build)
+    return p.once(f"panels.levels:{which}:{p.key_node}", lambda: index_levels(frame))
 
 
 def _rows(keys: tuple[np.ndarray, ...], want: tuple[int, ...], lo: int, hi: int) -> np.ndarray:
@@ -247,7 +243,7 @@ def iterations_by_op(p: Analysis, lo: int, hi: int, op: int) -> pd.DataFrame:
     at = keys[-1][sel] - lo
     for col, src in (("calls", "calls"), ("gpu_ns", "gpu_sum"), ("cpu_ns", "cpu_sum")):
         v = np.zeros(len(out), np.int64)
-        v[at] = oi[src].to_numpy(np.int64)[sel]
+        v[at] = oi[src].to_numpy()[sel]  # the cube may hold int32
         out[col] = v
     return out
 
@@ -262,7 +258,7 @@ def kernel_iterations(p: Analysis, lo: int, hi: int, kernel: int, op: int) -> pd
     at = keys[-1][sel] - lo
     for col, src in (("calls", "calls"), ("gpu_ns", "gpu_sum")):
         v = np.zeros(len(out), np.int64)
-        v[at] = ki[src].to_numpy(np.int64)[sel]
+        v[at] = ki[src].to_numpy()[sel]  # the cube may hold int32
         out[col] = v
     return out
 

@@ -40,7 +40,14 @@ def _by_group(keys: dict[str, np.ndarray], cols: dict[str, np.ndarray], mm) -> p
             agg[f"{c}_max"] = (c, "max")
     first = next(iter(cols))
     agg["calls"] = (first, "size")
-    return df.groupby(list(keys), sort=True).agg(**agg).astype(np.int64)
+    return _held(df.groupby(list(keys), sort=True).agg(**agg).astype(np.int64))
+
+
+def _held(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each int64 column as the cube holds it: int32 when it has rows that all fit."""
+    lim = np.iinfo(np.int32)
+    fits = {c: np.int32 for c in frame if len(frame) and frame[c].between(lim.min, lim.max).all()}
+    return frame.astype(fits)
 
 
 @pytest.mark.parametrize("rows", [1_000_000, 7])

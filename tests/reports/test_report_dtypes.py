@@ -35,6 +35,38 @@ def test_iteration_report_columns_from_int32_arrays_are_int64(tmp_path) -> None:
         assert whole[col].tolist() == g[name].to_numpy()[order].tolist()
 
 
+CUBE_REPORTS = ["detail", "op_type", "kernel", "tensor", "group_node", "all_ops", "all_kernels"]
+
+
+def _widened(p: Analysis) -> None:
+    """``p``'s cube frames as int64 (how the cube held them before it narrowed them)."""
+    cube = p.cube
+    cube.op_iter = cube.op_iter.astype(np.int64)
+    cube.kernel_iter = cube.kernel_iter.astype(np.int64)
+    cube.time_iter = cube.time_iter.astype(np.int64)
+    cube._group_iter = cube.group_iter.astype(np.int64)
+
+
+def test_reports_from_an_int32_cube_equal_those_from_an_int64_one(tmp_path) -> None:
+    path = rich_db().write(tmp_path / "rich.sqlite")
+    held = Analysis(read_trace(path), key_node=KEY_NODE)
+    wide = Analysis(read_trace(path), key_node=KEY_NODE)
+    assert {t.name for t in held.cube.op_iter.dtypes} == {"int32"}  # the fixture's all fit
+    _widened(wide)
+    lo, hi = held.range_of(None, None)
+    for a, b in [(lo, hi), (hi, hi), (lo, max(lo, hi - 1))]:
+        for name in CUBE_REPORTS:
+            got, want = getattr(tables, name)(held, a, b), getattr(tables, name)(wide, a, b)
+            assert len(want) or (a, b) != (lo, hi), name
+            pd.testing.assert_frame_equal(got, want, check_exact=True, obj=name)
+            ints = [c for c, t in got.dtypes.items() if t.kind in "iu"]
+            assert all(got[c].dtype == np.int64 for c in ints), (name, got.dtypes)
+        pd.testing.assert_frame_equal(
+            tables.duration_breakdown(held, a, b), tables.duration_breakdown(wide, a, b)
+        )
+        assert tables.summary_report(held, a, b) == tables.summary_report(wide, a, b)
+
+
 def _long_detail() -> dict[str, dict[str, int]]:
     """The detail report's totals for long_db's ops, by construction (past int32)."""
     big_cpu = sc.BIG_RANGE[1] - sc.BIG_RANGE[0]
