@@ -12,7 +12,7 @@ the duration breakdown) clip intervals to the iteration windows instead.
 
 Storage: the cube is kept for the whole run (at 10M kernels ~6M ``op_iter`` rows), so each
 of its columns is int32 when every value fits and int64 otherwise, decided per column
-where the frame is built (``read._narrow``, the reader's rule); the builders sum and
+where the frame is built (``engine.narrow``, the reader's rule); the builders sum and
 subtract in int64 whatever their inputs hold. Readers go through :func:`combine`, which
 sums exactly (int64, or int32 where no group's total can overflow) and gives int64, so
 reports never see the narrowed types; a reader of a cube frame's rows widens at the use.
@@ -31,7 +31,7 @@ import pandas as pd
 from jlprof.engine import intervals
 from jlprof.engine.correlate import NONE, Correlated
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.read import _narrow
+from jlprof.engine.narrow import narrow
 from jlprof.outputs import InThread
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
@@ -119,13 +119,13 @@ def instance_metrics(c: Correlated) -> InstanceMetrics:
     else:
         idle = np.zeros(n, dtype=np.int64)
     return InstanceMetrics(
-        gpu_ns=_narrow(gpu_ns),
-        api_ns=_narrow(api_ns),
-        overhead_ns=_narrow(overhead),
-        idle_ns=_narrow(idle),
-        tc_gpu_ns=_narrow(tc_gpu_ns),
-        kernel_ns=_narrow(kernel_ns),
-        n_gpu=_narrow(n_gpu),
+        gpu_ns=narrow(gpu_ns),
+        api_ns=narrow(api_ns),
+        overhead_ns=narrow(overhead),
+        idle_ns=narrow(idle),
+        tc_gpu_ns=narrow(tc_gpu_ns),
+        kernel_ns=narrow(kernel_ns),
+        n_gpu=narrow(n_gpu),
     )
 
 
@@ -174,12 +174,12 @@ def _run_stats(
     out: dict[str, np.ndarray] = {}
     for name, v in values:
         vs = np.asarray(v, dtype=np.int64)  # summed in int64 whatever the input holds
-        out[f"{name}_sum"] = _narrow(np.add.reduceat(vs, starts))
+        out[f"{name}_sum"] = narrow(np.add.reduceat(vs, starts))
         if name in mm:
-            out[f"{name}_min"] = _narrow(np.minimum.reduceat(vs, starts))
-            out[f"{name}_max"] = _narrow(np.maximum.reduceat(vs, starts))
+            out[f"{name}_min"] = narrow(np.minimum.reduceat(vs, starts))
+            out[f"{name}_max"] = narrow(np.maximum.reduceat(vs, starts))
         del v, vs
-    out["calls"] = _narrow(np.diff(np.append(starts, len(key))))
+    out["calls"] = narrow(np.diff(np.append(starts, len(key))))
     return starts, out
 
 
@@ -913,7 +913,7 @@ def _group_part(
         "tc_eligible_ops": summed["elig"],
         "tc_ops": summed["tc"],
     }
-    return keys // w * n_it + (keys % w + a), {k: _narrow(v) for k, v in cols.items()}
+    return keys // w * n_it + (keys % w + a), {k: narrow(v) for k, v in cols.items()}
 
 
 class _LaneTable:
@@ -1046,7 +1046,7 @@ def _time_iter(
     wall = np.tile(it.durations_ns(), n_lanes)
     cols = {name: parts[i] for i, name in enumerate(CATEGORIES)}
     cols.update(gpu_busy=cum[3], wall=wall, other=np.maximum(wall - cum[-1], 0))
-    out = pd.DataFrame({name: _narrow(v) for name, v in cols.items()})
+    out = pd.DataFrame({name: narrow(v) for name, v in cols.items()})
     out.index = pd.MultiIndex.from_arrays(
         [np.repeat(np.arange(n_lanes), n_it), np.tile(np.arange(n_it), n_lanes)],
         names=["lane", "iteration"],
@@ -1293,7 +1293,7 @@ def index_levels(frame: pd.DataFrame) -> tuple[np.ndarray, ...]:
     each int32 when its values fit, as the cube holds its columns (for callers that keep
     them: 6M rows of ``op_iter`` at 10M kernels)."""
     names = [n for n in frame.index.names if n != "iteration"] + ["iteration"]
-    return tuple(_narrow(frame.index.get_level_values(n).to_numpy(np.int64)) for n in names)
+    return tuple(narrow(frame.index.get_level_values(n).to_numpy(np.int64)) for n in names)
 
 
 def _level_key(level: str | list[str]) -> str | tuple[str, ...]:

@@ -40,8 +40,8 @@ import pandas as pd
 
 from jlprof.engine import intervals, schema
 from jlprof.engine.framework_names import TENSORFLOW
+from jlprof.engine.narrow import narrow
 from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
-from jlprof.engine.read import _narrow
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
 from jlprof.engine.torch_ops import label_names, range_labels, tops
 from jlprof.engine.trace import GLOBAL_PID_MASK, Trace
@@ -325,7 +325,7 @@ def correlate(
     n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
     a_dur = a_end - a_start
     share = _pick(a_dur / np.maximum(n_work, 1), g_api, 0.0)
-    share_ns = _narrow(share.astype(np.int64))  # the float64 goes before the instances
+    share_ns = narrow(share.astype(np.int64))  # the float64 goes before the instances
     del share
     g_inst = _pick(a_inst, g_api, inst_idx(NONE))
     un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
@@ -358,7 +358,7 @@ def correlate(
     op_abs[lab_code] = [abs_path(str(name), scoped) for name in named]
     path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
-    cpu_ns = _narrow(
+    cpu_ns = narrow(
         np.concatenate(
             [r_end - r_start, a_dur[un_api], np.where(ug_has, share_ns[un_gpu], 0)]
         ).astype(np.int64, copy=False)
@@ -376,12 +376,12 @@ def correlate(
             "parent": inst_parent,
             "path": path_code,
             "synthetic": synthetic,
-            "event_type": _narrow(
+            "event_type": narrow(
                 np.concatenate(
                     [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
                 )
             ),
-            "instance_no": _narrow(  # "Batch 17" is op "Batch #", instance 17
+            "instance_no": narrow(  # "Batch 17" is op "Batch #", instance 17
                 np.concatenate(
                     [
                         parsed["instance_no"].to_numpy(np.int64)[text_code],

@@ -24,6 +24,7 @@ import pandas as pd
 
 from jlprof.engine import schema
 from jlprof.engine.memory import release_reader_memory, small_pages
+from jlprof.engine.narrow import fits_int32, narrow
 from jlprof.engine.trace import (
     API_COLUMNS,
     GLOBAL_PID_MASK,
@@ -63,8 +64,8 @@ _LAUNCH_DIMS = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 # GPU activity columns whose values are usually small (ordinals, ids, launch dimensions,
 # flags, copy sizes): :func:`_stack` holds them as int32 when every value fits (see trace.py),
 # 4 bytes a row each for the whole run; the API calls' correlation_id and event_class and the
-# NVTX event_type go through :func:`_narrow` where they are read (at 1M kernels ~60 MB of the
-# gpu, api and nvtx frames in all; 10x that at 10M)
+# NVTX event_type are narrowed (engine/narrow.py) where they are read (at 1M kernels ~60 MB
+# of the gpu, api and nvtx frames in all; 10x that at 10M)
 _NARROW = frozenset(
     [
         "device_id",
@@ -76,7 +77,6 @@ _NARROW = frozenset(
         "pageable",
     ]
 )
-_INT32 = np.iinfo(np.int32)
 
 
 class StringTable:
@@ -373,17 +373,6 @@ def _int(df: pd.DataFrame, col: str) -> np.ndarray:
     return _as_int64(df[col], -1)
 
 
-def _fits_int32(x: np.ndarray) -> bool:
-    """True when ``x`` has rows and every value fits int32 (no rows: int64, as a missing
-    table's :func:`~jlprof.engine.trace.empty_frame` has it)."""
-    return len(x) > 0 and int(x.min()) >= _INT32.min and int(x.max()) <= _INT32.max
-
-
-def _narrow(x: np.ndarray) -> np.ndarray:
-    """``x`` (int64) as int32 when it has rows that all fit, else as it is."""
-    return x.astype(np.int32) if _fits_int32(x) else x
-
-
 class _Select:
     """A SELECT of bare columns of ``table`` whose NULLs (and absence) become defaults after
     reading.
@@ -564,8 +553,8 @@ def _stack(parts: list[pd.DataFrame], col: str) -> np.ndarray:
     """
     sizes = [len(p) for p in parts]
     have = [None if col not in p.columns else _as_int64(p.pop(col), 0) for p in parts]
-    narrow = col in _NARROW and all(h is None or _fits_int32(h) for h in have)
-    dtype = np.int32 if narrow else np.int64
+    small = col in _NARROW and all(h is None or fits_int32(h) for h in have)
+    dtype = np.int32 if small else np.int64
     if len(parts) == 1:
         return np.zeros(sizes[0], dtype) if have[0] is None else have[0].astype(dtype, copy=False)
     out = np.empty(sum(sizes), dtype)
@@ -623,8 +612,8 @@ def _read_api(f: _Fetcher, selects: dict[str, _Select], strings: StringTable) ->
     name_codes, cats = pd.factorize(stripped, sort=False)
     # a new frame of the columns as they are: assigning them back to ``df`` copied each
     cols = {c: _int(df, c) for c in API_COLUMNS if c != "name"}
-    cols["event_class"] = _narrow(cols["event_class"])  # 0 runtime, 1 driver
-    cols["correlation_id"] = _narrow(cols["correlation_id"])
+    cols["event_class"] = narrow(cols["event_class"])  # 0 runtime, 1 driver
+    cols["correlation_id"] = narrow(cols["correlation_id"])
     cols["name"] = pd.Categorical.from_codes(
         np.asarray(name_codes, np.int32)[codes],
         categories=pd.Index(np.asarray(cats, object), dtype=object),
@@ -676,7 +665,7 @@ def _read_nvtx(
     del col["domain_id"], known, is_dom, dom_lookup
     # each read column split into its range and mark rows, then let go (at 10M kernels the
     # NVTX table's columns held ~0.5 GB more at the read's peak)
-    out_rng = {"event_type": _narrow(etype[is_range]), "domain": _used(domain, is_range)}
+    out_rng = {"event_type": narrow(etype[is_range]), "domain": _used(domain, is_range)}
     out_marks = {"domain": _used(domain, is_mark)}
     del etype, col["event_type"], domain
     out_rng["text"], out_marks["text"] = _used(text, is_range), _used(text, is_mark)

@@ -123,5 +123,5 @@ def int64_layout(monkeypatch) -> None:
     from jlprof.engine import aggregate, correlate
 
     monkeypatch.setattr(correlate, "_index_dtype", lambda _n: np.int64)
-    monkeypatch.setattr(correlate, "_narrow", lambda x: x)
-    monkeypatch.setattr(aggregate, "_narrow", lambda x: x)
+    monkeypatch.setattr(correlate, "narrow", lambda x: x)
+    monkeypatch.setattr(aggregate, "narrow", lambda x: x)

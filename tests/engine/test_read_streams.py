@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from jlprof.engine import read
+from jlprof.engine.narrow import narrow
 from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
 from tests.fixtures.scenarios import rich_db
@@ -194,7 +195,7 @@ def test_stack_narrows_small_valued_columns_only_when_every_value_fits() -> None
     wide = pd.DataFrame({"start_ns": np.array([1, 2], dtype=np.int64)})  # never narrowed
     assert read._stack([wide], "start_ns").dtype == np.int64
     assert read._stack([pd.DataFrame(index=range(3))], "grid_x").dtype == np.int32  # zeros
-    assert read._narrow(np.zeros(0, np.int64)).dtype == np.int64  # no rows: as empty_frame
+    assert narrow(np.zeros(0, np.int64)).dtype == np.int64  # no rows: as empty_frame
 
 
 def test_small_valued_trace_columns_are_int32_and_keep_their_values(export, portable) -> None:

@@ -1,0 +1,24 @@
+"""int32 where every value fits: the one rule by which the engine narrows what it keeps.
+
+A run holds its trace, its correlation and its cube for as long as it lives (10M-row
+columns at 10M kernels), so every integer column whose values fit is held as int32 (4
+bytes a row saved) and int64 otherwise. Readers widen where a column enters a sum,
+product or difference; reports never see the narrowed types.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INT32 = np.iinfo(np.int32)
+
+
+def fits_int32(x: np.ndarray) -> bool:
+    """True when ``x`` has rows and every value fits int32 (no rows: int64, as a missing
+    table's :func:`~jlprof.engine.trace.empty_frame` has it)."""
+    return len(x) > 0 and int(x.min()) >= INT32.min and int(x.max()) <= INT32.max
+
+
+def narrow(x: np.ndarray) -> np.ndarray:
+    """``x`` (int64) as int32 when it has rows that all fit, else as it is."""
+    return x.astype(np.int32) if fits_int32(x) else x
