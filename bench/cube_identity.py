@@ -8,8 +8,10 @@ node (the fixtures' own; each real trace with none and with its first suggested 
 ``PYTHONPATH=NEW python bench/cube_identity.py compare FILE.pkl [EXPORT ...]`` builds the
 same with NEW and asserts every frame equal (``pd.testing.assert_frame_equal``, dtypes
 and row order included) and every array equal; ``--window-rows N`` first sets NEW's
-``aggregate.WINDOW_ROWS`` (e.g. 7: many small windows). Run from the repository root (the
-fixtures are imported from tests/).
+``aggregate.WINDOW_ROWS`` (e.g. 7: many small windows); ``--values`` compares values and
+row order but not dtypes (a change that narrows the cube's columns to int32 on purpose, as
+issue 18's of 2026-11-26 did). Run from the repository root (the fixtures are imported from
+tests/).
 """
 
 from __future__ import annotations
@@ -63,7 +65,13 @@ def cubes(extra: list[str]) -> dict[str, dict]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[0] == "--window-rows":
+    dtypes = True
+    while argv[0].startswith("--"):
+        if argv[0] == "--values":
+            dtypes, argv = False, argv[1:]
+            continue
+        if argv[0] != "--window-rows":
+            raise SystemExit(f"unknown option {argv[0]}")
         from jlprof.engine import aggregate
 
         aggregate.WINDOW_ROWS = int(argv[1])
@@ -77,9 +85,11 @@ def main(argv: list[str]) -> int:
     assert sorted(got) == sorted(want), (sorted(got), sorted(want))
     for case, frames in want.items():
         for n in FRAMES:
-            pd.testing.assert_frame_equal(got[case][n], frames[n], check_exact=True)
+            pd.testing.assert_frame_equal(
+                got[case][n], frames[n], check_exact=True, check_dtype=dtypes
+            )
         for n in ARRAYS:
-            assert got[case][n].dtype == frames[n].dtype and np.array_equal(
+            assert (not dtypes or got[case][n].dtype == frames[n].dtype) and np.array_equal(
                 got[case][n], frames[n]
             ), (case, n)
         print(f"identical: {case}", flush=True)
