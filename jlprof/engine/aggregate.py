@@ -31,13 +31,12 @@ import pandas as pd
 from jlprof.engine import intervals
 from jlprof.engine.correlate import NONE, Correlated
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.narrow import narrow
+from jlprof.engine.narrow import INT32, index_dtype, narrow
 from jlprof.outputs import InThread
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
 # Priority partition of wall time (guide §10.2 "Summary Report"), highest first.
 CATEGORIES = ("tc", "non_tc", "memory", "dataloader", "io", "cpu")
-_INT32_MAX = int(np.iinfo(np.int32).max)
 # rows per block of an int32 cube column's prefix sums, which :func:`combine` sums it from
 # where its sums may not fit int32: 0.25 bytes a row kept; a range gathers < 2 blocks a group
 SUM_BLOCK = 32
@@ -189,7 +188,7 @@ def _gather(v: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
 def _inverse(order: np.ndarray) -> np.ndarray:
     """The inverse permutation, in 32 bits when it fits (the cube's largest temporaries)."""
-    dt = np.int32 if len(order) < 1 << 31 else np.int64
+    dt = index_dtype(len(order))
     inv = np.empty(len(order), dt)
     inv[order] = np.arange(len(order), dtype=dt)
     return inv
@@ -290,7 +289,7 @@ def _merge_parts(parts: list[dict[str, np.ndarray]], dest: np.ndarray) -> dict[s
 def _narrow_key(key: np.ndarray, n_groups: int, span: int) -> np.ndarray:
     """A layout's key (group code * span + iteration offset) as int32 when ``n_groups *
     span`` fits, so every key a query searches fits too (:func:`intervals.run_bounds`)."""
-    return key.astype(np.int32) if n_groups * span <= _INT32_MAX else key
+    return key.astype(index_dtype(n_groups * span), copy=False)
 
 
 def _framed(
@@ -495,7 +494,7 @@ def _iterations_of(it: Iterations, n: int, times: Callable[[slice], np.ndarray])
     cube holds ``inst_iter`` and ``gpu_iter`` for the whole run: 4 bytes a row saved; read
     them as int64 where they enter a product), computed by slices (no trace-long int64
     temporaries)."""
-    out = np.empty(n, np.int32 if it.count < 1 << 31 else np.int64)
+    out = np.empty(n, index_dtype(it.count))
     for lo in range(0, n, WINDOW_ROWS):
         part = slice(lo, lo + WINDOW_ROWS)
         out[part] = it.of(times(part))
@@ -1223,7 +1222,7 @@ class _Layout:
                     continue
                 prefix = intervals.block_prefix(v, SUM_BLOCK)
                 total = intervals.run_sums(v, starts, ends, prefix, SUM_BLOCK)  # per group
-                if int(v.min()) >= 0 and int(total.max()) <= _INT32_MAX:
+                if int(v.min()) >= 0 and int(total.max()) <= INT32.max:
                     self.sum32.add(c)
                 else:
                     self.prefix[c] = prefix

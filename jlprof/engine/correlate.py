@@ -40,7 +40,7 @@ import pandas as pd
 
 from jlprof.engine import intervals, schema
 from jlprof.engine.framework_names import TENSORFLOW
-from jlprof.engine.narrow import narrow
+from jlprof.engine.narrow import index_dtype, narrow
 from jlprof.engine.ops import abs_path, parse_texts, unassociated_name
 from jlprof.engine.tensorcore import kernel_uses_tc, op_type_tc_eligible
 from jlprof.engine.torch_ops import label_names, range_labels, tops
@@ -51,15 +51,10 @@ NONE = -1
 MAX_PATH_CHARS = 1024
 
 
-def _index_dtype(n: int) -> type[np.signedinteger]:
-    """The dtype of row indices (and ``NONE``) into a table of ``n`` rows: int32 below 2**31."""
-    return np.int32 if n < 2**31 else np.int64
-
-
 def _rows(x: np.ndarray, n: int) -> np.ndarray:
-    """``x``, row indices into a table of ``n`` rows, in :func:`_index_dtype` (no copy when
-    it already is)."""
-    return np.asarray(x).astype(_index_dtype(n), copy=False)
+    """``x``, row indices into a table of ``n`` rows, in
+    :func:`~jlprof.engine.narrow.index_dtype` (no copy when it already is)."""
+    return np.asarray(x).astype(index_dtype(n), copy=False)
 
 
 @dataclass
@@ -149,7 +144,7 @@ def _nest(
     after_all = run_max[1:] > run_max[:-1]  # ends after every earlier range: a root
     del run_max
     up = same_lane & (E[:-1] >= E[1:])  # the previous range contains it
-    idx = np.int32 if n < 2**31 else np.int64
+    idx = index_dtype(n)
     cand = np.full(n, NONE, dtype=idx)
     cand[1:][up] = np.flatnonzero(up).astype(idx)
     # invariant: every position strictly between cand[p] and p ends before E[p]; the
@@ -318,7 +313,7 @@ def correlate(
     r_tid = nv["global_tid"].to_numpy(np.int64)
     lane, lane_tid, lane_dom, r_parent = rl.lane, rl.lane_tid, rl.lane_dom, rl.parent
     # instance rows (ranges, then at most one synthetic one per call and per GPU row)
-    inst_idx = _index_dtype(len(nv) + len(api) + len(gpu))
+    inst_idx = index_dtype(len(nv) + len(api) + len(gpu))
     a_inst = a_inst.astype(inst_idx, copy=False)
 
     # ---- synthetic unassociated instances
@@ -351,7 +346,7 @@ def correlate(
     ops, inst_op, named, lab_code = _op_table(parsed, labels, r_label, api, gpu, un_api, un_gpu)
 
     n_inst = n_r + len(un_api) + len(un_gpu)
-    inst_parent = np.full(n_inst, NONE, dtype=_index_dtype(n_inst))
+    inst_parent = np.full(n_inst, NONE, dtype=index_dtype(n_inst))
     inst_parent[:n_r] = r_parent
     op_abs = np.full(len(ops), "", dtype=object)
     scoped = mode in TENSORFLOW  # TF op names are scopes: model/dense/MatMul
@@ -545,7 +540,7 @@ def _calls_in_ranges(
 
 def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) -> np.ndarray:
     """Per GPU activity, the API call that launched it (same correlationId, same process)."""
-    idx = _index_dtype(len(api))
+    idx = index_dtype(len(api))
     g_api = np.full(len(gpu), NONE, dtype=idx)
     if len(gpu) and len(api):
         a_pid = a_tid & GLOBAL_PID_MASK

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jlprof.engine.narrow import index_dtype
+
 
 def merge(
     group: np.ndarray, start: np.ndarray, end: np.ndarray
@@ -157,7 +159,7 @@ def run_bounds(
     key to int64 on each search.
     """
     base = np.arange(n_groups, dtype=np.int64) * width
-    if key.dtype == np.int32 and n_groups * width < 1 << 31:
+    if key.dtype == np.int32 and index_dtype(n_groups * width) == np.int32:
         base = base.astype(np.int32)
     lo, hi = min(max(lo, 0), width), min(hi, width - 1)
     a = np.searchsorted(key, base + lo, side="left")

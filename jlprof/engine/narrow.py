@@ -22,3 +22,9 @@ def fits_int32(x: np.ndarray) -> bool:
 def narrow(x: np.ndarray) -> np.ndarray:
     """``x`` (int64) as int32 when it has rows that all fit, else as it is."""
     return x.astype(np.int32) if fits_int32(x) else x
+
+
+def index_dtype(n: int) -> type[np.signedinteger]:
+    """The dtype of values below ``n`` (row indices and ``-1`` for none, codes, keys): int32
+    when ``n`` < 2**31, else int64; decided from the bound, before the values exist."""
+    return np.int32 if n <= INT32.max else np.int64

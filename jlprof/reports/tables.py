@@ -17,6 +17,7 @@ import pandas as pd
 
 from jlprof.engine.aggregate import CATEGORIES, combine, row_windows
 from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
+from jlprof.engine.narrow import index_dtype
 from jlprof.engine.outliers import steady
 from jlprof.reports.roofline import roofline_columns
 from jlprof.version import __version__
@@ -439,7 +440,7 @@ def _group_stats_frame(p: Analysis) -> pd.DataFrame:
             "calls": gi["calls"].to_numpy(),
             "tc_eligible_ops": gi["tc_eligible_ops"].to_numpy(),
             "tc_ops": gi["tc_ops"].to_numpy(),
-            "n": np.ones(len(gi), np.int32 if len(gi) < 1 << 31 else np.int64),
+            "n": np.ones(len(gi), index_dtype(len(gi))),
         }
         for col in ("cpu", "gpu", "overhead", "idle"):
             v = gi[col].to_numpy()

@@ -122,6 +122,6 @@ def int64_layout(monkeypatch) -> None:
     before issue 18 narrowed them), to compare a narrowed run with."""
     from jlprof.engine import aggregate, correlate
 
-    monkeypatch.setattr(correlate, "_index_dtype", lambda _n: np.int64)
+    monkeypatch.setattr(correlate, "index_dtype", lambda _n: np.int64)
     monkeypatch.setattr(correlate, "narrow", lambda x: x)
     monkeypatch.setattr(aggregate, "narrow", lambda x: x)

@@ -153,6 +153,6 @@ def test_int32_figures_sum_in_int64(tmp_path, monkeypatch) -> None:
 
 @pytest.mark.parametrize("n, dtype", [(0, np.int32), (2**31 - 1, np.int32), (2**31, np.int64)])
 def test_row_indices_are_int32_below_2_31_rows(n, dtype) -> None:
-    from jlprof.engine.correlate import _index_dtype
+    from jlprof.engine.narrow import index_dtype
 
-    assert _index_dtype(n) is dtype
+    assert index_dtype(n) is dtype
