@@ -1,0 +1,271 @@
+"""The work pass of the windowed engine: API calls and GPU work correlated window by window.
+
+Issue 18 asks for 10M-kernel exports analysed in bounded memory (docs/windowed-engine.md,
+"The plan"). The NVTX ranges are processed whole (the range pass); the API calls and GPU
+work, the bulk of a trace, are read and correlated a window at a time. A window is a run of
+API calls with every GPU row they launched (GPU work never starts before its launching call)
+and the GPU rows no call launched, by their start. What the whole-trace :func:`correlate` and
+:func:`~jlprof.engine.aggregate.instance_metrics` compute per call, per GPU row and per op
+instance is accumulated here exactly, whatever the windows (tests/engine/test_windowed.py):
+
+- per call its instance (the innermost range, from the range pass's lookup, else a synthetic
+  one); per GPU row its launching call, its instance and its share of the call's time;
+- the synthetic instances, numbered as :func:`correlate` numbers them: the ranges, then every
+  unassociated call, then every unassociated GPU row, each in global row order (a window's GPU
+  rows come in global row order; windows may interleave GPU rows of the kernel, memcpy and
+  memset tables, so the GPU ones are ranked by global row at the end);
+- every instance's seven :class:`~jlprof.engine.aggregate.InstanceMetrics` figures. Sums are
+  added window by window (integers, exact). A range whose GPU work comes from several windows
+  gets its GPU union (for ``idle_ns``) exactly too: the merged intervals of its GPU work that
+  may still meet later work (those ending after the next window's earliest start) are carried
+  to the next window, the others are final.
+
+Synthetic GPU instances get their final numbers only once every window is in (they come after
+all unassociated calls, in global GPU row order): until :meth:`WorkPass.finish`, results hold
+them as *provisional* ids, ``-2 - k`` for the k-th unassociated GPU row met, which
+:meth:`WorkResult.resolve` maps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine import intervals
+from jlprof.engine.aggregate import InstanceMetrics
+from jlprof.engine.correlate import NONE, _launching_calls, _pick
+from jlprof.engine.narrow import narrow
+
+#: (thread ids, starts, ends) of calls -> innermost range per call (NONE outside every range),
+#: emit_nvtx calls mapped to their outermost call range, as :func:`correlate` does
+RangeLookup = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass
+class Window:
+    """One window's rows, with every column of ``Trace.api`` / ``Trace.gpu``."""
+
+    api: pd.DataFrame
+    gpu: pd.DataFrame
+    api_index: np.ndarray  # global row (of the whole ``Trace.api``) of each call
+    gpu_index: np.ndarray  # global row of each GPU row
+    isolated: np.ndarray  # per GPU row: overlaps no other GPU work of the whole trace
+    next_start_ns: int  # no GPU row of a later window starts before this time
+
+
+@dataclass
+class WindowResult:
+    """Per row of one window: what :func:`correlate` adds to ``api`` and ``gpu``, with
+    instance ids that may be provisional (:meth:`WorkResult.resolve`)."""
+
+    api_inst: np.ndarray  # int64 per call
+    gpu_api: np.ndarray  # int64 per GPU row: global row of its launching call, NONE if none
+    gpu_inst: np.ndarray  # int64 per GPU row
+    api_share_ns: np.ndarray  # int64 per GPU row
+
+
+@dataclass
+class _Synthetic:
+    """Columns of one kind of synthetic instance, appended window by window."""
+
+    parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    count: int = 0
+
+    def add(self, **cols: np.ndarray) -> None:
+        for name, v in cols.items():
+            self.parts.setdefault(name, []).append(np.asarray(v))
+        self.count += len(next(iter(cols.values())))
+
+    def column(self, name: str, dtype) -> np.ndarray:
+        got = self.parts.get(name)
+        return np.concatenate(got).astype(dtype, copy=False) if got else np.zeros(0, dtype)
+
+
+@dataclass
+class WorkResult:
+    """The whole trace's instance figures after the last window."""
+
+    n_ranges: int
+    n_un_api: int
+    metrics: InstanceMetrics  # ranges, then unassociated calls, then unassociated GPU rows
+    start_ns: np.ndarray  # of the synthetic instances (calls, then GPU rows), as ``inst``
+    end_ns: np.ndarray
+    cpu_ns: np.ndarray
+    global_tid: np.ndarray
+    un_api_name: np.ndarray  # category code of each unassociated call's name (``api.name``)
+    un_gpu_name: np.ndarray  # category code of each unassociated GPU row's name (``gpu.name``)
+    un_gpu_rank: np.ndarray  # final place among the unassociated GPU rows of the k-th met
+
+    def resolve(self, inst: np.ndarray) -> np.ndarray:
+        """Final instance ids for ids a :class:`WindowResult` holds (provisional ones mapped)."""
+        inst = np.asarray(inst, np.int64)
+        prov = inst <= -2
+        if not prov.any():
+            return inst
+        k = np.where(prov, -2 - inst, 0)
+        return np.where(prov, self.n_ranges + self.n_un_api + self.un_gpu_rank[k], inst)
+
+
+class WorkPass:
+    """Feed it the windows in order (:meth:`add`), then :meth:`finish`."""
+
+    def __init__(self, n_ranges: int, range_cpu_ns: np.ndarray, lookup: RangeLookup) -> None:
+        self.n_r = n_ranges
+        self.lookup = lookup
+        self.range_cpu = np.asarray(range_cpu_ns, np.int64)
+        n = n_ranges
+        self.gpu_ns = np.zeros(n, np.int64)
+        self.tc_gpu_ns = np.zeros(n, np.int64)
+        self.kernel_ns = np.zeros(n, np.int64)
+        self.n_gpu = np.zeros(n, np.int64)
+        self.api_ns = np.zeros(n, np.int64)
+        self.first = np.full(n, np.iinfo(np.int64).max)
+        self.last = np.full(n, np.iinfo(np.int64).min)
+        self.union = np.zeros(n, np.int64)
+        self.tail = (np.zeros(0, np.int64),) * 3  # merged GPU work that may meet later work
+        self.un_api = _Synthetic()
+        self.un_gpu = _Synthetic()
+
+    def add(self, w: Window) -> WindowResult:
+        """Correlate one window's calls and GPU rows and add their figures."""
+        api, gpu = w.api, w.gpu
+        a_tid = api["global_tid"].to_numpy(np.int64)
+        a_start = api["start_ns"].to_numpy(np.int64)
+        a_end = api["end_ns"].to_numpy(np.int64)
+        g_start = gpu["start_ns"].to_numpy(np.int64)
+        g_end = gpu["end_ns"].to_numpy(np.int64)
+        a_inst = np.asarray(self.lookup(a_tid, a_start, a_end), np.int64)
+        g_api = _launching_calls(api, gpu, a_tid).astype(np.int64)
+        n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0)
+        a_dur = a_end - a_start
+        share_ns = _pick(a_dur / np.maximum(n_work, 1), g_api, 0.0).astype(np.int64)
+        g_inst = _pick(a_inst, g_api, NONE)
+        un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
+        un_gpu = np.flatnonzero(g_inst < 0)
+        a_inst[un_api] = self.n_r + self.un_api.count + np.arange(len(un_api))
+        g_inst[un_gpu] = -2 - (self.un_gpu.count + np.arange(len(un_gpu)))
+        launched_un = g_api[un_gpu]
+        has = launched_un >= 0
+        a_inst[launched_un[has][::-1]] = g_inst[un_gpu][has][::-1]  # first work's instance
+
+        ug_api = g_api[un_gpu]
+        ug_has = ug_api >= 0
+        self.un_api.add(
+            start=a_start[un_api],
+            end=a_end[un_api],
+            cpu=a_dur[un_api],
+            tid=a_tid[un_api],
+            name=api["name"].cat.codes.to_numpy()[un_api],
+            api_ns=a_dur[un_api],
+        )
+        g_dur = g_end - g_start
+        is_kernel = (gpu["kind"] == "kernel").to_numpy()
+        tc = is_kernel & _uses_tc(gpu)
+        self.un_gpu.add(
+            start=_pick(a_start, ug_api, g_start[un_gpu]),
+            end=_pick(a_end, ug_api, g_end[un_gpu]),
+            cpu=np.where(ug_has, share_ns[un_gpu], 0),
+            tid=_pick(a_tid, ug_api, -1),
+            name=gpu["name"].cat.codes.to_numpy()[un_gpu],
+            row=np.asarray(w.gpu_index, np.int64)[un_gpu],
+            gpu_ns=g_dur[un_gpu],
+            tc_gpu_ns=np.where(tc[un_gpu], g_dur[un_gpu], 0),
+            kernel_ns=np.where(is_kernel[un_gpu], g_dur[un_gpu], 0),
+            api_ns=share_ns[un_gpu],
+        )
+
+        # ranges: sums of their calls and GPU work, and the GPU union for idle_ns
+        n = self.n_r
+        in_r = (a_inst >= 0) & (a_inst < n)
+        self.api_ns += _sum(a_inst[in_r], a_dur[in_r], n)
+        gr = (g_inst >= 0) & (g_inst < n)
+        gi = g_inst[gr]
+        gs, ge, dur = g_start[gr], g_end[gr], g_dur[gr]
+        self.gpu_ns += _sum(gi, dur, n)
+        self.tc_gpu_ns += _sum(g_inst[gr & tc], g_dur[gr & tc], n)
+        self.kernel_ns += _sum(g_inst[gr & is_kernel], g_dur[gr & is_kernel], n)
+        self.n_gpu += np.bincount(gi, minlength=n)
+        np.minimum.at(self.first, gi, gs)
+        np.maximum.at(self.last, gi, ge)
+        alone = np.asarray(w.isolated, bool)[gr]
+        self.union += _sum(gi[alone], np.maximum(ge[alone], gs[alone]) - gs[alone], n)
+        self._add_union(gi[~alone], gs[~alone], ge[~alone], w.next_start_ns)
+
+        gpu_api = np.where(
+            g_api >= 0, np.asarray(w.api_index, np.int64)[np.maximum(g_api, 0)], NONE
+        )
+        return WindowResult(
+            api_inst=a_inst, gpu_api=gpu_api, gpu_inst=g_inst, api_share_ns=share_ns
+        )
+
+    def _add_union(self, gi: np.ndarray, gs: np.ndarray, ge: np.ndarray, cut: int) -> None:
+        """Add the union of the ranges' overlapping GPU work, carrying the merged pieces that
+        end after ``cut`` (later work starts at or after it, so the others are final)."""
+        tg, ts, te = self.tail
+        if len(gi) == 0 and len(tg) == 0:
+            return
+        mg, ms, me = intervals.merge(
+            np.concatenate([tg, gi]), np.concatenate([ts, gs]), np.concatenate([te, ge])
+        )
+        n = self.n_r
+        self.union += _sum(mg, me - ms, n) - _sum(tg, te - ts, n)
+        keep = me > cut
+        self.tail = (mg[keep], ms[keep], me[keep])
+
+    def finish(self) -> WorkResult:
+        """The instance figures, once every window has been added."""
+        ua, ug = self.un_api, self.un_gpu
+        order = np.argsort(ug.column("row", np.int64), kind="stable")  # global GPU row order
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        for name, parts in ug.parts.items():
+            ug.parts[name] = [np.concatenate(parts)[order]]
+        span = np.where(self.n_gpu > 0, self.last - self.first, 0)
+        r_idle = np.maximum(span - self.union, 0)
+        zeros_a = np.zeros(ua.count, np.int64)
+        ones_g = np.ones(ug.count, np.int64)
+        api_ns = np.concatenate(
+            [self.api_ns, ua.column("api_ns", np.int64), ug.column("api_ns", np.int64)]
+        )
+        cpu = np.concatenate(
+            [self.range_cpu, ua.column("cpu", np.int64), ug.column("cpu", np.int64)]
+        )
+        metrics = InstanceMetrics(
+            gpu_ns=narrow(np.concatenate([self.gpu_ns, zeros_a, ug.column("gpu_ns", np.int64)])),
+            api_ns=narrow(api_ns),
+            overhead_ns=narrow(np.maximum(cpu - api_ns, 0)),
+            idle_ns=narrow(np.concatenate([r_idle, zeros_a, np.zeros(ug.count, np.int64)])),
+            tc_gpu_ns=narrow(
+                np.concatenate([self.tc_gpu_ns, zeros_a, ug.column("tc_gpu_ns", np.int64)])
+            ),
+            kernel_ns=narrow(
+                np.concatenate([self.kernel_ns, zeros_a, ug.column("kernel_ns", np.int64)])
+            ),
+            n_gpu=narrow(np.concatenate([self.n_gpu, zeros_a, ones_g])),
+        )
+        return WorkResult(
+            n_ranges=self.n_r,
+            n_un_api=ua.count,
+            metrics=metrics,
+            start_ns=np.concatenate([ua.column("start", np.int64), ug.column("start", np.int64)]),
+            end_ns=np.concatenate([ua.column("end", np.int64), ug.column("end", np.int64)]),
+            cpu_ns=np.concatenate([ua.column("cpu", np.int64), ug.column("cpu", np.int64)]),
+            global_tid=np.concatenate([ua.column("tid", np.int64), ug.column("tid", np.int64)]),
+            un_api_name=ua.column("name", np.int64),
+            un_gpu_name=ug.column("name", np.int64),
+            un_gpu_rank=rank,
+        )
+
+
+def _sum(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per-group integer sums (float64 bincount, exact below 2**53, as instance_metrics)."""
+    return np.bincount(group, weights=values, minlength=n).astype(np.int64)
+
+
+def _uses_tc(gpu: pd.DataFrame) -> np.ndarray:
+    from jlprof.engine.tensorcore import kernel_uses_tc
+
+    return kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool)
