@@ -256,6 +256,14 @@ def _group_major_stats(
         del dest
     else:
         merged = parts[0]
+    return _group_major_layout(keys, n_it, merged)
+
+
+def _group_major_layout(
+    keys: np.ndarray, n_it: int, merged: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], tuple]:
+    """:func:`_group_major_stats`' result for sorted unique ``group * n_it + iteration``
+    keys and their columns."""
     gv = keys // n_it
     iters = keys - gv * n_it
     del keys
@@ -558,13 +566,7 @@ def _kernel_iter(
 ) -> pd.DataFrame:
     g = c.gpu
     if len(g) == 0:
-        idx = pd.MultiIndex.from_arrays([[], [], []], names=["kernel", "op", "iteration"])
-        empty = pd.DataFrame(
-            index=idx,
-            columns=["calls", "gpu_sum", "gpu_min", "gpu_max", "api_sum", "api_min", "api_max"],
-            dtype="int64",
-        )
-        return group_major(empty, ["kernel", "op"])
+        return _empty_kernel_iter()
     codes = g["long_name"].cat.codes.to_numpy()  # kernel identity: the demangled name
     g_inst = g["inst"].to_numpy()  # int32 row indices, as held (no trace-long int64 copies)
     inst_op = c.inst["op"].to_numpy()
@@ -580,6 +582,23 @@ def _kernel_iter(
     take = {"gpu": lambda i: g_end[i] - g_start[i], "api": _gather(share)}
     wins = windows or [(0, n_it)]
     gv, iters, out, lay = _group_major_stats(wins, gpu_iter, group_of, take, {"gpu", "api"})
+    return _kernel_frame(gv, iters, out, lay, n_ops)
+
+
+def _empty_kernel_iter() -> pd.DataFrame:
+    idx = pd.MultiIndex.from_arrays([[], [], []], names=["kernel", "op", "iteration"])
+    empty = pd.DataFrame(
+        index=idx,
+        columns=["calls", "gpu_sum", "gpu_min", "gpu_max", "api_sum", "api_min", "api_max"],
+        dtype="int64",
+    )
+    return group_major(empty, ["kernel", "op"])
+
+
+def _kernel_frame(
+    gv: np.ndarray, iters: np.ndarray, out: dict[str, np.ndarray], lay: tuple, n_ops: int
+) -> pd.DataFrame:
+    """``kernel_iter`` from :func:`_group_major_stats`' result on (kernel, op) groups."""
     names = ["kernel", "op"]
     index = pd.MultiIndex.from_arrays(
         [gv // n_ops, gv % n_ops - 1, iters], names=["kernel", "op", "iteration"]
@@ -587,6 +606,28 @@ def _kernel_iter(
     u = lay[0]
     groups = pd.MultiIndex.from_arrays([u // n_ops, u % n_ops - 1], names=names)
     return _framed(out, index, names, groups, lay[1:])
+
+
+def kernel_iter_from_parts(
+    keys: np.ndarray, parts: dict[str, np.ndarray], n_ops: int, n_it: int
+) -> pd.DataFrame:
+    """``kernel_iter`` from partial rows, several per (kernel, op, iteration) allowed (the
+    windowed engine's windows of calls split iterations): ``keys`` are
+    ``(kernel * n_ops + op + 1) * n_it + iteration`` and ``parts`` :func:`_run_stats`'
+    columns. Sums and counts add up, minima and maxima combine: the frame of one pass."""
+    if len(keys) == 0:
+        return _empty_kernel_iter()
+    order = np.argsort(keys, kind="stable")
+    k = keys[order]
+    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+    merged = {}
+    for name, v in parts.items():
+        ufunc = (
+            np.minimum if name.endswith("_min") else np.maximum if name.endswith("_max") else np.add
+        )
+        merged[name] = narrow(ufunc.reduceat(np.asarray(v, np.int64)[order], starts))
+    gv, iters, out, lay = _group_major_layout(k[starts], n_it, merged)
+    return _kernel_frame(gv, iters, out, lay, n_ops)
 
 
 def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:

@@ -35,8 +35,9 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals
-from jlprof.engine.aggregate import InstanceMetrics
+from jlprof.engine.aggregate import InstanceMetrics, _stats_arrays, kernel_iter_from_parts
 from jlprof.engine.correlate import NONE, _launching_calls, _pick
+from jlprof.engine.iterations import Iterations
 from jlprof.engine.narrow import narrow
 
 #: (thread ids, starts, ends) of calls -> innermost range per call (NONE outside every range),
@@ -112,10 +113,27 @@ class WorkResult:
 class WorkPass:
     """Feed it the windows in order (:meth:`add`), then :meth:`finish`."""
 
-    def __init__(self, n_ranges: int, range_cpu_ns: np.ndarray, lookup: RangeLookup) -> None:
+    def __init__(
+        self,
+        n_ranges: int,
+        range_cpu_ns: np.ndarray,
+        lookup: RangeLookup,
+        range_op: np.ndarray | None = None,
+        iterations: Iterations | None = None,
+    ) -> None:
+        """``range_op`` (each range's op) and ``iterations``: also gather ``kernel_iter``'s
+        parts (:meth:`kernel_iter`)."""
         self.n_r = n_ranges
         self.lookup = lookup
         self.range_cpu = np.asarray(range_cpu_ns, np.int64)
+        self.range_op = None if range_op is None else np.asarray(range_op, np.int64)
+        self.it = iterations
+        self.n_range_ops = (
+            int(self.range_op.max()) + 1 if self.range_op is not None and n_ranges else 0
+        )
+        self.n_gpu_names: int | None = None
+        self.k_keys: list[np.ndarray] = []
+        self.k_parts: list[dict[str, np.ndarray]] = []
         n = n_ranges
         self.gpu_ns = np.zeros(n, np.int64)
         self.tc_gpu_ns = np.zeros(n, np.int64)
@@ -194,12 +212,68 @@ class WorkPass:
         self.union += _sum(gi[alone], np.maximum(ge[alone], gs[alone]) - gs[alone], n)
         self._add_union(gi[~alone], gs[~alone], ge[~alone], w.next_start_ns)
 
+        if self.it is not None:
+            self._add_kernels(gpu, g_api, g_inst, a_start, g_start, g_dur, share_ns)
         gpu_api = np.where(
             g_api >= 0, np.asarray(w.api_index, np.int64)[np.maximum(g_api, 0)], NONE
         )
         return WindowResult(
             api_inst=a_inst, gpu_api=gpu_api, gpu_inst=g_inst, api_share_ns=share_ns
         )
+
+    def _add_kernels(
+        self,
+        gpu: pd.DataFrame,
+        g_api: np.ndarray,
+        g_inst: np.ndarray,
+        a_start: np.ndarray,
+        g_start: np.ndarray,
+        g_dur: np.ndarray,
+        share_ns: np.ndarray,
+    ) -> None:
+        """``kernel_iter``'s rows for this window's GPU work, keyed (kernel, op, launch
+        iteration); an unassociated row's op is known by its name only until the op table
+        is whole, so it is keyed by the name for now."""
+        assert self.it is not None and self.range_op is not None
+        n_names = len(gpu["name"].cat.categories)
+        if self.n_gpu_names is None:
+            self.n_gpu_names = n_names
+        if len(gpu) == 0:
+            return
+        assert n_names == self.n_gpu_names, "windows must share the category tables"
+        n_it = self.it.count
+        g_iter = self.it.of(np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start))
+        in_r = g_inst >= 0  # a range; else a provisional unassociated GPU instance
+        op_key = np.where(
+            in_r,
+            self.range_op[np.where(in_r, g_inst, 0)] if self.n_r else 0,
+            self.n_range_ops + gpu["name"].cat.codes.to_numpy().astype(np.int64),
+        )
+        span = self.n_range_ops + n_names + 1
+        code = gpu["long_name"].cat.codes.to_numpy().astype(np.int64)
+        key = (code * span + op_key) * n_it + g_iter
+        k, cols = _stats_arrays(key, {"gpu": g_dur, "api": share_ns}, {"gpu", "api"})
+        self.k_keys.append(k)
+        self.k_parts.append(cols)
+
+    def kernel_iter(self, op_of_gpu_name: np.ndarray, n_ops: int) -> pd.DataFrame:
+        """``kernel_iter`` (as ``build_cube``), given the op of each unassociated GPU name
+        (by ``gpu.name`` code) and the op table's length."""
+        assert self.it is not None
+        n_it = self.it.count
+        span = self.n_range_ops + (self.n_gpu_names or 0) + 1
+        keys = np.concatenate(self.k_keys) if self.k_keys else np.zeros(0, np.int64)
+        gk, it = np.divmod(keys, n_it)
+        code, op_key = np.divmod(gk, span)
+        un = op_key >= self.n_range_ops
+        op_of = np.asarray(op_of_gpu_name, np.int64)
+        op = np.where(
+            un, op_of[np.where(un, op_key - self.n_range_ops, 0)] if un.any() else 0, op_key
+        )
+        final = (code * (n_ops + 1) + op + 1) * n_it + it
+        names = list(self.k_parts[0]) if self.k_parts else []
+        cols = {n: np.concatenate([p[n].astype(np.int64) for p in self.k_parts]) for n in names}
+        return kernel_iter_from_parts(final, cols, n_ops + 1, n_it)
 
     def _add_union(self, gi: np.ndarray, gs: np.ndarray, ge: np.ndarray, cut: int) -> None:
         """Add the union of the ranges' overlapping GPU work, carrying the merged pieces that
