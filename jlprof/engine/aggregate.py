@@ -512,6 +512,9 @@ def _iterations_of(it: Iterations, n: int, times: Callable[[slice], np.ndarray])
 def _launch_iter(c: Correlated, it: Iterations) -> np.ndarray:
     """Iteration of each GPU row's launch (its API call's start; its own start without one)."""
     g = c.gpu
+    if "launch_ns" in g:  # the windowed engine's: the launch time kept per GPU row
+        launch = g["launch_ns"].to_numpy(np.int64)
+        return _iterations_of(it, len(g), lambda part: launch[part])
     g_api = g["api"].to_numpy()  # int32 row indices: no trace-long int64 copy
     g_start = g["start_ns"].to_numpy(np.int64)
     a_start = c.api["start_ns"].to_numpy(np.int64)

@@ -81,7 +81,10 @@ class Analysis:
         mode: str | None = None,
         profile_name: str = DEFAULT_PROFILE_NAME,
         progress: Callable[[str], None] | None = None,
+        correlated: tuple[Correlated, InstanceMetrics] | None = None,
     ) -> None:
+        """``correlated``: the correlation and instance figures when already computed (the
+        windowed engine's, :mod:`jlprof.engine.windowed`), else computed here from ``trace``."""
         check_options(key_node, iter_start, iter_stop, domains, mode)
         say = progress or (lambda _m: None)
         self.trace = trace
@@ -91,10 +94,13 @@ class Analysis:
         self.domains = domains
         say("correlating GPU work, API calls and NVTX ranges")
         with heavy_stage():  # correlation and the first cube reuse each other's memory
-            self.correlated: Correlated = correlate(trace, domains, mode)
+            if correlated is None:
+                self.correlated: Correlated = correlate(trace, domains, mode)
+                self.metrics: InstanceMetrics = instance_metrics(self.correlated)
+            else:
+                self.correlated, self.metrics = correlated
             if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
                 self.mode = "pytorch"
-            self.metrics: InstanceMetrics = instance_metrics(self.correlated)
             self._cubes: dict[str | None, Cube] = {}
             # per (what, key node, range): small frames; str keys: per-profile orderings
             self._memo: dict[tuple | str, Any] = {}

@@ -36,9 +36,10 @@ import pandas as pd
 
 from jlprof.engine import intervals
 from jlprof.engine.aggregate import InstanceMetrics, _stats_arrays, kernel_iter_from_parts
-from jlprof.engine.correlate import NONE, _launching_calls, _pick
+from jlprof.engine.correlate import NONE, Correlated, _launching_calls, _pick
 from jlprof.engine.iterations import Iterations
 from jlprof.engine.narrow import narrow
+from jlprof.engine.trace import Trace
 
 #: (thread ids, starts, ends) of calls -> innermost range per call (NONE outside every range),
 #: emit_nvtx calls mapped to their outermost call range, as :func:`correlate` does
@@ -120,9 +121,11 @@ class WorkPass:
         lookup: RangeLookup,
         range_op: np.ndarray | None = None,
         iterations: Iterations | None = None,
+        n_gpu: int | None = None,
     ) -> None:
         """``range_op`` (each range's op) and ``iterations``: also gather ``kernel_iter``'s
-        parts (:meth:`kernel_iter`)."""
+        parts (:meth:`kernel_iter`); ``n_gpu`` (the trace's GPU rows): also keep the few
+        per-GPU-row columns the cube reads (:meth:`gpu_frame`)."""
         self.n_r = n_ranges
         self.lookup = lookup
         self.range_cpu = np.asarray(range_cpu_ns, np.int64)
@@ -146,6 +149,12 @@ class WorkPass:
         self.tail = (np.zeros(0, np.int64),) * 3  # merged GPU work that may meet later work
         self.un_api = _Synthetic()
         self.un_gpu = _Synthetic()
+        self.gpu_cols = None if n_gpu is None else _GpuColumns(n_gpu)
+        self.calls = _Synthetic()  # calls of synthetic instances: the host's busy time
+        self.api_names = pd.Index([], dtype=object)
+        self.gpu_names = pd.Index([], dtype=object)
+        self.t_first = np.iinfo(np.int64).max
+        self.t_last = np.iinfo(np.int64).min
 
     def add(self, w: Window) -> WindowResult:
         """Correlate one window's calls and GPU rows and add their figures."""
@@ -212,6 +221,18 @@ class WorkPass:
         self.union += _sum(gi[alone], np.maximum(ge[alone], gs[alone]) - gs[alone], n)
         self._add_union(gi[~alone], gs[~alone], ge[~alone], w.next_start_ns)
 
+        if self.gpu_cols is not None:
+            launch = np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start)
+            self.gpu_cols.put(w, gpu, g_inst, share_ns, launch, tc, ~is_kernel)
+        syn = a_inst >= self.n_r
+        syn |= a_inst <= -2
+        self.calls.add(start=a_start[syn], end=a_end[syn], inst=a_inst[syn])
+        self.api_names = api["name"].cat.categories  # the same in every window
+        self.gpu_names = gpu["name"].cat.categories
+        for x in (a_start, a_end, g_start, g_end):
+            if len(x):
+                self.t_first = min(self.t_first, int(x.min()))
+                self.t_last = max(self.t_last, int(x.max()))
         if self.it is not None:
             self._add_kernels(gpu, g_api, g_inst, a_start, g_start, g_dur, share_ns)
         gpu_api = np.where(
@@ -343,3 +364,199 @@ def _uses_tc(gpu: pd.DataFrame) -> np.ndarray:
     from jlprof.engine.tensorcore import kernel_uses_tc
 
     return kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool)
+
+
+class _GpuColumns:
+    """The per-GPU-row columns the cube and ``kernel_flags`` read, in global row order,
+    filled window by window: ~40 bytes a row instead of the trace's and correlation's ~110."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.cols: dict[str, np.ndarray] = {}
+        self.cats: dict[str, pd.Index] = {}
+
+    def put(
+        self,
+        w: Window,
+        gpu: pd.DataFrame,
+        inst: np.ndarray,
+        share_ns: np.ndarray,
+        launch_ns: np.ndarray,
+        uses_tc: np.ndarray,
+        is_memory: np.ndarray,
+    ) -> None:
+        rows = np.asarray(w.gpu_index, np.int64)
+        values = {
+            "start_ns": gpu["start_ns"].to_numpy(),
+            "end_ns": gpu["end_ns"].to_numpy(),
+            "device_id": gpu["device_id"].to_numpy(),
+            "name": gpu["name"].cat.codes.to_numpy(),
+            "long_name": gpu["long_name"].cat.codes.to_numpy(),
+            "inst": np.asarray(inst, np.int32),  # provisional ids fit: -2 - k > -2**31
+            "api_share_ns": np.asarray(share_ns, np.int64),
+            "uses_tc": uses_tc,
+            "is_memory": is_memory,
+            "isolated": np.asarray(w.isolated, bool),
+            "launch_ns": launch_ns,
+        }
+        for name in ("name", "long_name"):
+            self.cats.setdefault(name, gpu[name].cat.categories)
+        for name, v in values.items():
+            col = self.cols.get(name)
+            if col is None:
+                col = self.cols[name] = np.zeros(self.n, v.dtype)
+            col[rows] = v
+
+    def frame(self, resolve: Callable[[np.ndarray], np.ndarray], n_inst: int) -> pd.DataFrame:
+        """``Correlated.gpu``'s columns that the cube reads, instance ids final."""
+        from jlprof.engine.narrow import index_dtype
+
+        c = self.cols
+        if not c:
+            return pd.DataFrame({k: np.zeros(0, np.int64) for k in _SKINNY_GPU})
+        inst = c.pop("inst")
+        c["inst"] = resolve(inst).astype(index_dtype(n_inst))
+        del inst
+        c["api_share_ns"] = narrow(c["api_share_ns"])
+        for name in ("name", "long_name"):
+            c[name] = pd.Categorical.from_codes(c[name], categories=self.cats[name])
+        frame = pd.DataFrame({k: c.pop(k) for k in _SKINNY_GPU}, copy=False)
+        return frame
+
+
+_SKINNY_GPU = (
+    "start_ns",
+    "end_ns",
+    "device_id",
+    "name",
+    "long_name",
+    "inst",
+    "api_share_ns",
+    "uses_tc",
+    "is_memory",
+    "isolated",
+    "launch_ns",
+)
+
+
+@dataclass
+class RangeSide:
+    """What the assembly needs of the range pass: the ranges and their ops."""
+
+    nvtx: pd.DataFrame  # the ranges used (after --domains), rows = range instances
+    parent: np.ndarray  # enclosing range per range, NONE for a root
+    op: np.ndarray  # row of ``ops`` per range
+    instance_no: np.ndarray  # "Batch 17" -> 17, else -1, per range
+    ops: pd.DataFrame  # the ranges' ops: the op table's first rows, every op column
+    op_abs: np.ndarray  # per row of ``ops``: its absolute ('/'-scoped) path, or ""
+    markers: frozenset[str] = frozenset()
+    range_lane: np.ndarray | None = None
+    lane_tid: np.ndarray | None = None
+    lane_dom: np.ndarray | None = None
+
+
+def assemble(trace: Trace, rs: RangeSide, wp: WorkPass) -> tuple[Correlated, InstanceMetrics]:
+    """The :class:`Correlated` the cube and the reports read, from the range pass and the
+    windows: every op and path, the instances, and the GPU and call columns the cube reads
+    (``WorkPass(n_gpu=...)``); the trace's own event frames are not needed."""
+    from jlprof.engine.correlate import _paths
+    from jlprof.engine.narrow import index_dtype
+    from jlprof.engine.ops import unassociated_name
+    from jlprof.engine.tensorcore import op_type_tc_eligible
+
+    res = wp.finish()
+    n_r = len(rs.nvtx)
+    un_names = np.concatenate(
+        [
+            np.asarray(wp.api_names, object)[res.un_api_name],
+            np.asarray(wp.gpu_names, object)[res.un_gpu_name],
+        ]
+    ).astype(str)
+    # unassociated ops follow the ranges' ops, new ones in name order (correlate's _op_table)
+    un_uniq, un_inv = np.unique(un_names, return_inverse=True)
+    key = ["op_name", "op_type", "direction", "op_id"]
+    new = pd.DataFrame(
+        {
+            "op_name": [unassociated_name(s) for s in un_uniq],
+            "op_type": un_uniq,
+            "direction": "",
+            "op_id": [unassociated_name(s) for s in un_uniq],
+        }
+    )
+    both = pd.concat([rs.ops[key], new], ignore_index=True)
+    code, uniq = pd.factorize(pd.MultiIndex.from_frame(both))
+    ops = pd.DataFrame(list(uniq), columns=key) if len(uniq) else rs.ops[key].iloc[:0].copy()
+    n_old = len(rs.ops)
+    ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
+    for col in [c for c in rs.ops.columns if c not in ops.columns]:
+        vals = np.full(len(ops), "", dtype=object)
+        vals[:n_old] = rs.ops[col].to_numpy(object)
+        ops[col] = vals
+    op_abs = np.full(len(ops), "", dtype=object)
+    op_abs[:n_old] = rs.op_abs
+    n_inst = n_r + len(un_names)
+    idx = index_dtype(n_inst)
+    inst_op = np.concatenate([np.asarray(rs.op, np.int64), code[n_old:][un_inv]]).astype(
+        index_dtype(len(ops))
+    )
+    parent = np.full(n_inst, NONE, dtype=idx)
+    parent[:n_r] = rs.parent
+    path, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, parent)
+    nv = rs.nvtx
+    r_start = nv["start_ns"].to_numpy(np.int64)
+    r_end = nv["end_ns"].to_numpy(np.int64)
+    synthetic = np.zeros(n_inst, dtype=bool)
+    synthetic[n_r:] = True
+    inst = pd.DataFrame(
+        {
+            "start_ns": np.concatenate([r_start, res.start_ns]),
+            "end_ns": np.concatenate([r_end, res.end_ns]),
+            "cpu_ns": narrow(np.concatenate([r_end - r_start, res.cpu_ns])),
+            "global_tid": np.concatenate([nv["global_tid"].to_numpy(np.int64), res.global_tid]),
+            "op": inst_op,
+            "parent": parent,
+            "path": path,
+            "synthetic": synthetic,
+            "event_type": narrow(
+                np.concatenate(
+                    [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
+                )
+            ),
+            "instance_no": narrow(
+                np.concatenate(
+                    [np.asarray(rs.instance_no, np.int64), np.full(n_inst - n_r, -1, np.int64)]
+                )
+            ),
+        },
+        copy=False,
+    )
+    calls = pd.DataFrame(
+        {
+            "start_ns": wp.calls.column("start", np.int64),
+            "end_ns": wp.calls.column("end", np.int64),
+            "inst": res.resolve(wp.calls.column("inst", np.int64)).astype(idx),
+        }
+    )
+    assert wp.gpu_cols is not None, "WorkPass(n_gpu=...) keeps the GPU columns"
+    gpu = wp.gpu_cols.frame(res.resolve, n_inst)
+    times = [wp.t_first, wp.t_last]
+    for x in (r_start, r_end, trace.osrt["start_ns"].to_numpy(), trace.osrt["end_ns"].to_numpy()):
+        if len(x):
+            times += [int(x.min()), int(x.max())]
+    real = [t for t in times if abs(t) < np.iinfo(np.int64).max]
+    c = Correlated(
+        trace=trace,
+        inst=inst,
+        ops=ops,
+        paths=paths,
+        api=calls,
+        gpu=gpu,
+        t_first_ns=min(real) if real else 0,
+        t_last_ns=max(real) if real else 0,
+        nvtx=nv,
+        range_lane=rs.range_lane,
+        lane_tid=rs.lane_tid,
+        lane_dom=rs.lane_dom,
+        markers=rs.markers,
+    )
+    return c, res.metrics

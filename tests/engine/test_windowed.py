@@ -219,3 +219,82 @@ def test_windows_give_the_one_pass_kernel_iter(tmp_path, calls):
             pd.testing.assert_frame_equal(
                 combine(got, ["kernel", "op"], lo, hi), combine(want, ["kernel", "op"], lo, hi)
             )
+
+
+def range_side_of(c):
+    """The range pass's products, taken from a whole-trace correlation (until the range pass
+    is a module of its own)."""
+    from jlprof.engine.ops import abs_path
+    from jlprof.engine.windowed import RangeSide
+
+    n_r = len(c.nvtx)
+    op = c.inst["op"].to_numpy(np.int64)[:n_r]
+    n_ops = int(op.max()) + 1 if n_r else 0
+    ops = c.ops.iloc[:n_ops].reset_index(drop=True)
+    return RangeSide(
+        nvtx=c.nvtx,
+        parent=c.inst["parent"].to_numpy(np.int64)[:n_r],
+        op=op,
+        instance_no=c.inst["instance_no"].to_numpy(np.int64)[:n_r],
+        ops=ops,
+        op_abs=np.array([abs_path(str(n), False) for n in ops["op_name"]], dtype=object),
+        markers=c.markers,
+        range_lane=c.range_lane,
+        lane_tid=c.lane_tid,
+        lane_dom=c.lane_dom,
+    )
+
+
+def windowed_analysis(trace, key, calls: int):
+    """An Analysis whose correlation came from the windows (the CLI's windowed path)."""
+    from jlprof.engine.analysis import Analysis
+    from jlprof.engine.windowed import assemble
+
+    one = Analysis(trace, key_node=key)
+    c = one.correlated
+    rs = range_side_of(c)
+    n_r = len(c.nvtx)
+    wp = WorkPass(
+        n_r,
+        c.inst["cpu_ns"].to_numpy(np.int64)[:n_r],
+        _lookup(c.nvtx),
+        n_gpu=len(trace.gpu),
+    )
+    for w in windows_of(trace, c, calls):
+        wp.add(w)
+    return one, Analysis(trace, key_node=key, correlated=assemble(trace, rs, wp))
+
+
+@pytest.mark.parametrize("calls", [7, 1000])
+def test_the_windowed_correlation_gives_the_same_cube_and_reports(tmp_path, calls):
+    from jlprof.reports import catalog
+    from tests.fixtures.scenarios import KEY_NODE, real_data_dir
+
+    exports = [
+        (rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE),
+        (small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"),
+        *[
+            (p, "aten::add")
+            for p in sorted(
+                (real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite")
+            )
+        ],
+        *[(p, None) for p in real_traces()],
+    ]
+    for path, key in exports:
+        trace = read_trace(path)
+        one, win = windowed_analysis(trace, key, calls)
+        pd.testing.assert_frame_equal(win.correlated.ops, one.correlated.ops)
+        pd.testing.assert_frame_equal(win.correlated.paths, one.correlated.paths)
+        for col in win.correlated.inst.columns:
+            pd.testing.assert_series_equal(win.correlated.inst[col], one.correlated.inst[col])
+        for name in ("op_iter", "kernel_iter", "time_iter", "group_iter"):
+            pd.testing.assert_frame_equal(getattr(win.cube, name), getattr(one.cube, name))
+        np.testing.assert_array_equal(win.cube.gpu_iter, one.cube.gpu_iter)
+        reps = ["summary", "detail", "kernel", "tensor", "op_type", "group_node"]
+        if one.mode == "simple":  # PyTorch's expert checks read every call (not windowed yet)
+            reps.append("expert_systems")
+        for rep in reps:
+            pd.testing.assert_frame_equal(
+                catalog.report(win, rep), catalog.report(one, rep), obj=f"{path} {rep}"
+            )
