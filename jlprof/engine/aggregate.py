@@ -611,28 +611,6 @@ def _kernel_frame(
     return _framed(out, index, names, groups, lay[1:])
 
 
-def kernel_iter_from_parts(
-    keys: np.ndarray, parts: dict[str, np.ndarray], n_ops: int, n_it: int
-) -> pd.DataFrame:
-    """``kernel_iter`` from partial rows, several per (kernel, op, iteration) allowed (the
-    windowed engine's windows of calls split iterations): ``keys`` are
-    ``(kernel * n_ops + op + 1) * n_it + iteration`` and ``parts`` :func:`_run_stats`'
-    columns. Sums and counts add up, minima and maxima combine: the frame of one pass."""
-    if len(keys) == 0:
-        return _empty_kernel_iter()
-    order = np.argsort(keys, kind="stable")
-    k = keys[order]
-    starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
-    merged = {}
-    for name, v in parts.items():
-        ufunc = (
-            np.minimum if name.endswith("_min") else np.maximum if name.endswith("_max") else np.add
-        )
-        merged[name] = narrow(ufunc.reduceat(np.asarray(v, np.int64)[order], starts))
-    gv, iters, out, lay = _group_major_layout(k[starts], n_it, merged)
-    return _kernel_frame(gv, iters, out, lay, n_ops)
-
-
 def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
     """(path, group) pairs: every path with each of its ancestors that is a group node.
 

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals
-from jlprof.engine.aggregate import InstanceMetrics, _stats_arrays, kernel_iter_from_parts
+from jlprof.engine.aggregate import InstanceMetrics
 from jlprof.engine.correlate import NONE, Correlated, _launching_calls, _pick
 from jlprof.engine.iterations import Iterations
 from jlprof.engine.narrow import narrow
@@ -67,6 +67,10 @@ class WindowResult:
     gpu_api: np.ndarray  # int64 per GPU row: global row of its launching call, NONE if none
     gpu_inst: np.ndarray  # int64 per GPU row
     api_share_ns: np.ndarray  # int64 per GPU row
+    gpu_call: np.ndarray  # int64 per GPU row: its launching call's row in the window, or NONE
+    uses_tc: np.ndarray  # bool per GPU row
+    gpu_op: np.ndarray | None = None  # per GPU row, row of :meth:`WorkPass.report_ops` (with
+    gpu_iter: np.ndarray | None = None  # ``iterations``: its launch iteration)
 
 
 @dataclass
@@ -122,21 +126,20 @@ class WorkPass:
         range_op: np.ndarray | None = None,
         iterations: Iterations | None = None,
         n_gpu: int | None = None,
+        range_ops: pd.DataFrame | None = None,
     ) -> None:
-        """``range_op`` (each range's op) and ``iterations``: also gather ``kernel_iter``'s
-        parts (:meth:`kernel_iter`); ``n_gpu`` (the trace's GPU rows): also keep the few
-        per-GPU-row columns the cube reads (:meth:`gpu_frame`)."""
+        """``range_op`` (each range's op, a row of ``range_ops``) and ``iterations``: also
+        give each GPU row's op and launch iteration (the iteration report's); ``n_gpu`` (the
+        trace's GPU rows): also keep the few per-GPU-row columns the cube reads
+        (:func:`assemble`)."""
         self.n_r = n_ranges
         self.lookup = lookup
         self.range_cpu = np.asarray(range_cpu_ns, np.int64)
         self.range_op = None if range_op is None else np.asarray(range_op, np.int64)
         self.it = iterations
-        self.n_range_ops = (
-            int(self.range_op.max()) + 1 if self.range_op is not None and n_ranges else 0
-        )
-        self.n_gpu_names: int | None = None
-        self.k_keys: list[np.ndarray] = []
-        self.k_parts: list[dict[str, np.ndarray]] = []
+        self.range_ops = range_ops if range_ops is not None else pd.DataFrame()
+        self.n_range_ops = len(self.range_ops)
+        self._name_rows: np.ndarray | None = None
         n = n_ranges
         self.gpu_ns = np.zeros(n, np.int64)
         self.tc_gpu_ns = np.zeros(n, np.int64)
@@ -233,68 +236,79 @@ class WorkPass:
             if len(x):
                 self.t_first = min(self.t_first, int(x.min()))
                 self.t_last = max(self.t_last, int(x.max()))
-        if self.it is not None:
-            self._add_kernels(gpu, g_api, g_inst, a_start, g_start, g_dur, share_ns)
         gpu_api = np.where(
             g_api >= 0, np.asarray(w.api_index, np.int64)[np.maximum(g_api, 0)], NONE
         )
-        return WindowResult(
-            api_inst=a_inst, gpu_api=gpu_api, gpu_inst=g_inst, api_share_ns=share_ns
+        res = WindowResult(
+            api_inst=a_inst,
+            gpu_api=gpu_api,
+            gpu_inst=g_inst,
+            api_share_ns=share_ns,
+            gpu_call=g_api,
+            uses_tc=tc,
         )
+        if self.it is not None and self.range_op is not None:
+            res.gpu_iter = self.it.of(np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start))
+            op_key = self._op_key(gpu, g_inst)
+            un = op_key >= self.n_range_ops
+            res.gpu_op = op_key
+            if un.any():
+                res.gpu_op = np.where(
+                    un, self._name_row(gpu)[np.where(un, op_key - self.n_range_ops, 0)], op_key
+                )
+        return res
 
-    def _add_kernels(
-        self,
-        gpu: pd.DataFrame,
-        g_api: np.ndarray,
-        g_inst: np.ndarray,
-        a_start: np.ndarray,
-        g_start: np.ndarray,
-        g_dur: np.ndarray,
-        share_ns: np.ndarray,
-    ) -> None:
-        """``kernel_iter``'s rows for this window's GPU work, keyed (kernel, op, launch
-        iteration); an unassociated row's op is known by its name only until the op table
-        is whole, so it is keyed by the name for now."""
-        assert self.it is not None and self.range_op is not None
-        n_names = len(gpu["name"].cat.categories)
-        if self.n_gpu_names is None:
-            self.n_gpu_names = n_names
-        if len(gpu) == 0:
-            return
-        assert n_names == self.n_gpu_names, "windows must share the category tables"
-        n_it = self.it.count
-        g_iter = self.it.of(np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start))
+    def _op_key(self, gpu: pd.DataFrame, g_inst: np.ndarray) -> np.ndarray:
+        """Per GPU row: its range's op, or for unassociated work ``n_range_ops + name code``
+        (its op is known by its name until the op table is whole)."""
+        assert self.range_op is not None
         in_r = g_inst >= 0  # a range; else a provisional unassociated GPU instance
-        op_key = np.where(
-            in_r,
-            self.range_op[np.where(in_r, g_inst, 0)] if self.n_r else 0,
-            self.n_range_ops + gpu["name"].cat.codes.to_numpy().astype(np.int64),
-        )
-        span = self.n_range_ops + n_names + 1
-        code = gpu["long_name"].cat.codes.to_numpy().astype(np.int64)
-        key = (code * span + op_key) * n_it + g_iter
-        k, cols = _stats_arrays(key, {"gpu": g_dur, "api": share_ns}, {"gpu", "api"})
-        self.k_keys.append(k)
-        self.k_parts.append(cols)
+        names = gpu["name"].cat.codes.to_numpy().astype(np.int64)
+        if self.n_r == 0:
+            return self.n_range_ops + names
+        return np.where(in_r, self.range_op[np.where(in_r, g_inst, 0)], self.n_range_ops + names)
 
-    def kernel_iter(self, op_of_gpu_name: np.ndarray, n_ops: int) -> pd.DataFrame:
-        """``kernel_iter`` (as ``build_cube``), given the op of each unassociated GPU name
-        (by ``gpu.name`` code) and the op table's length."""
-        assert self.it is not None
-        n_it = self.it.count
-        span = self.n_range_ops + (self.n_gpu_names or 0) + 1
-        keys = np.concatenate(self.k_keys) if self.k_keys else np.zeros(0, np.int64)
-        gk, it = np.divmod(keys, n_it)
-        code, op_key = np.divmod(gk, span)
-        un = op_key >= self.n_range_ops
-        op_of = np.asarray(op_of_gpu_name, np.int64)
-        op = np.where(
-            un, op_of[np.where(un, op_key - self.n_range_ops, 0)] if un.any() else 0, op_key
+    def _name_row(self, gpu: pd.DataFrame) -> np.ndarray:
+        """Per GPU name, the row of :meth:`report_ops` of its unassociated op."""
+        if self._name_rows is None:
+            from jlprof.engine.ops import unassociated_name
+
+            key = ["op_name", "op_type", "direction", "op_id"]
+            have = {
+                tuple(r): i
+                for i, r in enumerate(self.range_ops[key].astype(str).itertuples(index=False))
+            }
+            names = gpu["name"].cat.categories.astype(str)
+            self._name_rows = np.array(
+                [
+                    have.get(
+                        (unassociated_name(s), s, "", unassociated_name(s)), self.n_range_ops + i
+                    )
+                    for i, s in enumerate(names)
+                ],
+                np.int64,
+            )
+        return self._name_rows
+
+    def report_ops(self, gpu_names: pd.Index) -> pd.DataFrame:
+        """The op columns of the iteration report per :attr:`WindowResult.gpu_op` row: the
+        ranges' ops, then the unassociated op of each GPU name (as correlate names them)."""
+        from jlprof.engine.ops import unassociated_name
+
+        cols = ["op_id", "op_name", "op_type", "direction", "data_type", "input_shapes"]
+        names = np.asarray(gpu_names.astype(str), dtype=object)
+        un = np.array([unassociated_name(s) for s in names], dtype=object)
+        extra = pd.DataFrame(
+            {
+                "op_id": un,
+                "op_name": un,
+                "op_type": names,
+                "direction": "",
+                "data_type": "",
+                "input_shapes": "",
+            }
         )
-        final = (code * (n_ops + 1) + op + 1) * n_it + it
-        names = list(self.k_parts[0]) if self.k_parts else []
-        cols = {n: np.concatenate([p[n].astype(np.int64) for p in self.k_parts]) for n in names}
-        return kernel_iter_from_parts(final, cols, n_ops + 1, n_it)
+        return pd.concat([self.range_ops[cols], extra], ignore_index=True)
 
     def _add_union(self, gi: np.ndarray, gs: np.ndarray, ge: np.ndarray, cut: int) -> None:
         """Add the union of the ranges' overlapping GPU work, carrying the merged pieces that

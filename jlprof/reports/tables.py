@@ -323,7 +323,30 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
     trace: a part of a 10M-row report costs its own rows only."""
     c = p.correlated
     g = c.gpu
-    it = p.cube.gpu_iter
+    inst = g["inst"].to_numpy()[rows]  # int32 row indices (engine/correlate.py): as held
+    # each row's op, len(ops) for none: one int32 array that every op column gathers from
+    # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
+    op = inst_op[np.maximum(inst, 0)]
+    op[inst < 0] = len(c.ops)
+    del inst
+    api = g["api"].to_numpy()[rows]
+    return iteration_frame(c.ops, op, p.cube.gpu_iter[rows], g, rows, c.api, api, _pytorch(p))
+
+
+def iteration_frame(
+    ops: pd.DataFrame,
+    op: np.ndarray,
+    it: np.ndarray,
+    g: pd.DataFrame,
+    rows: slice | np.ndarray,
+    api: pd.DataFrame,
+    call: np.ndarray,
+    pytorch: bool,
+) -> pd.DataFrame:
+    """The iteration report's frame for the GPU rows ``rows`` of ``g`` (``Trace.gpu``'s
+    columns), given per row its op (a row of ``ops``; ``len(ops)``: none), its iteration and
+    its launching call (a row of ``api``, -1: none). The whole-trace report and the windowed
+    engine's windows (:mod:`jlprof.engine.windowed`) both build their rows here."""
     view = isinstance(rows, slice)
 
     def col(a: np.ndarray) -> np.ndarray:
@@ -336,14 +359,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
         arr = g[name].array
         return arr[rows] if view else arr.take(rows)
 
-    ops = c.ops
-    inst = col(g["inst"].to_numpy())  # int32 row indices (engine/correlate.py): as held
-    n = len(inst)
-    # each row's op, len(ops) for none: one int32 array that every op column gathers from
-    # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
-    op = inst_op[np.maximum(inst, 0)]
-    op[inst < 0] = len(ops)
-    del inst
+    n = len(op)
 
     def pick(name: str) -> pd.Categorical:  # = take_categorical(ops[name], op or -1)
         small = np.append(np.asarray(ops[name].to_numpy(object), dtype=object), "")
@@ -352,14 +368,13 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
             remap.astype(np.int32)[op], categories=pd.Index(np.asarray(uniq, object), dtype=object)
         )
 
-    api = col(g["api"].to_numpy())
-    no_api = api < 0
-    api = np.maximum(api, 0)  # both API columns gather with it, then blank the rows without
-    a_start = c.api["start_ns"].to_numpy(np.int64)
-    a_end = c.api["end_ns"].to_numpy(np.int64)
+    no_api = call < 0
+    api_row = np.maximum(call, 0)  # both API columns gather with it, then blank the rows without
+    a_start = api["start_ns"].to_numpy(np.int64)
+    a_end = api["end_ns"].to_numpy(np.int64)
 
     def per_call(values: np.ndarray, none: int) -> np.ndarray:
-        out = values[api] if len(values) else np.zeros(len(api), np.int64)
+        out = values[api_row] if len(values) else np.zeros(len(api_row), np.int64)
         out[no_api] = none
         return out
 
@@ -369,11 +384,11 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
     blank = take_categorical(np.zeros(0, object), np.full(n, -1))
     g_start = col(g["start_ns"].to_numpy(np.int64))
     cols: dict[str, Any] = {
-        "Iteration": np.array(it[rows], np.int64),  # a copy (the cube's is int32)
+        "Iteration": np.array(it, np.int64),  # a copy (the cube's is int32)
         "Op ID": pick("op_id"),
         "Op Name": pick("op_name"),
     }
-    if _pytorch(p):
+    if pytorch:
         cols["Direction"] = pick("direction")
     cols.update(
         {
@@ -399,6 +414,25 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
         }
     )
     return pd.DataFrame(cols, copy=False)  # 1M rows: no consolidation copy
+
+
+def iteration_window(
+    ops: pd.DataFrame,
+    op: np.ndarray,
+    it: np.ndarray,
+    g: pd.DataFrame,
+    api: pd.DataFrame,
+    call: np.ndarray,
+    lo: int,
+    hi: int,
+    pytorch: bool,
+) -> pd.DataFrame:
+    """The iteration report's rows from one window of the windowed engine, whose GPU rows
+    are every GPU row of its iterations (:mod:`jlprof.engine.windowed`): those of iterations
+    lo..hi in (iteration, GPU start) order, so the windows' frames in turn are the report.
+    Per GPU row of ``g``: ``op`` (row of ``ops``), ``it``, ``call`` (row of ``api``)."""
+    rows = _in_order(np.asarray(it), g["start_ns"].to_numpy(np.int64), lo, hi)
+    return iteration_frame(ops, op[rows], it[rows], g, rows, api, call[rows], pytorch)
 
 
 def _in_order(it: np.ndarray, start: np.ndarray, lo: int, hi: int) -> np.ndarray:

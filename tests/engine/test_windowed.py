@@ -167,60 +167,6 @@ def test_the_union_carries_overlapping_work_across_windows(tmp_path):
     assert NONE == -1
 
 
-def _op_of_gpu_name(c, gpu) -> np.ndarray:
-    """Per GPU name category, the op correlate gives an unassociated row of that name."""
-    from jlprof.engine.ops import unassociated_name
-
-    ops = c.ops[["op_name", "op_type", "direction", "op_id"]].astype(str)
-    code = {tuple(r): i for i, r in enumerate(ops.itertuples(index=False))}
-    names = gpu["name"].cat.categories.astype(str)
-    return np.array(
-        [code.get((unassociated_name(s), s, "", unassociated_name(s)), -1) for s in names],
-        np.int64,
-    )
-
-
-@pytest.mark.parametrize("calls", [1, 7, 1000])
-def test_windows_give_the_one_pass_kernel_iter(tmp_path, calls):
-    from jlprof.engine.aggregate import combine
-    from jlprof.engine.analysis import Analysis
-    from tests.fixtures.scenarios import KEY_NODE, real_data_dir
-
-    exports = [
-        (rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE),
-        (small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"),
-        *[
-            (p, "aten::add")
-            for p in sorted(
-                (real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite")
-            )
-        ],
-    ]
-    for path, key in exports:
-        trace = read_trace(path)
-        a = Analysis(trace, key_node=key)
-        c, it = a.correlated, a.cube.iterations
-        assert it.count > 2, path
-        nv = c.nvtx
-        n_r = len(nv)
-        wp = WorkPass(
-            n_r,
-            nv["end_ns"].to_numpy(np.int64) - nv["start_ns"].to_numpy(np.int64),
-            _lookup(nv),
-            range_op=c.inst["op"].to_numpy(np.int64)[:n_r],
-            iterations=it,
-        )
-        for w in windows_of(trace, c, calls):
-            wp.add(w)
-        got = wp.kernel_iter(_op_of_gpu_name(c, trace.gpu), len(c.ops))
-        want = a.cube.kernel_iter
-        pd.testing.assert_frame_equal(got, want)
-        for lo, hi in ((0, it.count - 1), (1, 2), (it.count - 2, it.count - 1)):
-            pd.testing.assert_frame_equal(
-                combine(got, ["kernel", "op"], lo, hi), combine(want, ["kernel", "op"], lo, hi)
-            )
-
-
 def range_side_of(c):
     """The range pass's products, taken from a whole-trace correlation (until the range pass
     is a module of its own)."""
