@@ -1,5 +1,11 @@
 """Correlation: GPU work -> CUDA API call -> NVTX op instance (DESIGN.md rules 1-4).
 
+Two passes: the range pass (:func:`jlprof.engine.ranges.range_pass`) derives from the NVTX
+ranges alone what they give (nesting, labels, the ranges' ops); the work pass here ties
+each API call to its range (:func:`~jlprof.engine.ranges.calls_in_ranges`, a per-call
+answer), each GPU row to its launching call, makes the synthetic ``unassociated_*``
+instances and appends their ops after the ranges' ones.
+
 Output is a :class:`Correlated` with explicit index columns (``-1`` = none):
 
 =========  ===========================================================================
