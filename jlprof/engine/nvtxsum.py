@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import schema
-from jlprof.engine.correlate import NONE, Correlated, _innermost, _local_parent
+from jlprof.engine.correlate import NONE, Correlated
+from jlprof.engine.ranges import _innermost, _local_parent
 
 
 def kernel_range_pairs(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +61,7 @@ def kernel_range_pairs(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
 
 def _climb(x: np.ndarray, need_end: np.ndarray, end: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """From ranges ``x``, the nearest range at or before each (in nesting order) that ends at
-    or after ``need_end``; ``parent`` must be :func:`~jlprof.engine.correlate._nest`'s pointer
+    or after ``need_end``; ``parent`` must be :func:`~jlprof.engine.ranges._nest`'s pointer
     (every range strictly between ``parent[p]`` and ``p`` ends before ``end[p]``)."""
     x = x.copy()
     act = np.flatnonzero(x >= 0)

@@ -120,8 +120,9 @@ def gpu_info(cu_device: int, name: str = "NVIDIA A100") -> dict:
 def int64_layout(monkeypatch) -> None:
     """Make correlation and instance metrics keep every per-row column int64 (the layout
     before issue 18 narrowed them), to compare a narrowed run with."""
-    from jlprof.engine import aggregate, correlate
+    from jlprof.engine import aggregate, correlate, ranges
 
     monkeypatch.setattr(correlate, "index_dtype", lambda _n: np.int64)
+    monkeypatch.setattr(ranges, "index_dtype", lambda _n: np.int64)  # range lanes, row indices
     monkeypatch.setattr(correlate, "narrow", lambda x: x)
     monkeypatch.setattr(aggregate, "narrow", lambda x: x)

@@ -5,14 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.correlate import (
-    NONE,
-    _innermost,
-    _launching_calls,
-    _nest,
-    _range_order,
-    correlate,
-)
+from jlprof.engine.correlate import NONE, _launching_calls, correlate
+from jlprof.engine.ranges import _innermost, _nest, _range_order
 
 from .frames import call, gtid, make_trace, rng
 
