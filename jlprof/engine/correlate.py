@@ -82,7 +82,7 @@ class Correlated:
     markers: frozenset[str] = frozenset()  # PyTorch marker formats seen: emit_nvtx, pyprof, jlprof
 
 
-def _paths(
+def path_table(
     op: np.ndarray, op_names: np.ndarray, op_abs: np.ndarray, parent: np.ndarray
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Hierarchy path code per instance and the path table (parent, name, path, depth).
@@ -153,7 +153,7 @@ def _paths(
     return _rows(code, len(table)), table
 
 
-def _pick(values: np.ndarray, idx: np.ndarray, fill) -> np.ndarray:
+def pick(values: np.ndarray, idx: np.ndarray, fill) -> np.ndarray:
     """``values[idx]`` where ``idx >= 0``, else ``fill``; also when ``values`` is empty (an
     export without the CUDA API table has no launching call for any GPU work)."""
     out = np.empty(len(idx), dtype=np.result_type(values, np.asarray(fill)))
@@ -185,7 +185,7 @@ def correlate(
     # this one runs the range pass and finds each call's range (numpy's sorts and searches
     # release the GIL)
     side = InThread(
-        lambda _check: (_launching_calls(api, gpu, a_tid), intervals.isolated(g_start, g_end)),
+        lambda _check: (launching_calls(api, gpu, a_tid), intervals.isolated(g_start, g_end)),
         "jlprof-correlate",
     )
     try:
@@ -205,10 +205,10 @@ def correlate(
     # ---- synthetic unassociated instances
     n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0, int)
     a_dur = a_end - a_start
-    share = _pick(a_dur / np.maximum(n_work, 1), g_api, 0.0)
+    share = pick(a_dur / np.maximum(n_work, 1), g_api, 0.0)
     share_ns = narrow(share.astype(np.int64))  # the float64 goes before the instances
     del share
-    g_inst = _pick(a_inst, g_api, inst_idx(NONE))
+    g_inst = pick(a_inst, g_api, inst_idx(NONE))
     un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
     un_gpu = np.flatnonzero(g_inst < 0)
 
@@ -223,25 +223,31 @@ def correlate(
     # instance times: the launching call (CPU side) when known, else the GPU work itself
     ug_api = g_api[un_gpu]
     ug_has = ug_api >= 0
-    u_start = _pick(a_start, ug_api, g_start[un_gpu])
-    u_end = _pick(a_end, ug_api, g_end[un_gpu])
+    u_start = pick(a_start, ug_api, g_start[un_gpu])
+    u_end = pick(a_end, ug_api, g_end[un_gpu])
 
     # ---- op identity: the ranges' ops (range pass), then the synthetic ones appended
-    ops, inst_op = _op_table(ranges, api, gpu, un_api, un_gpu)
+    un_names = np.concatenate(  # names of the unassociated rows only (not 1M-row objects)
+        [
+            np.asarray(api["name"].array.take(un_api), dtype=object),
+            np.asarray(gpu["name"].array.take(un_gpu), dtype=object),
+        ]
+    ).astype(str)
+    ops, inst_op = op_table(ranges, un_names)
 
     n_inst = n_r + len(un_api) + len(un_gpu)
     inst_parent = np.full(n_inst, NONE, dtype=index_dtype(n_inst))
     inst_parent[:n_r] = rl.parent
     op_abs = np.full(len(ops), "", dtype=object)
     op_abs[: len(ranges.op_abs)] = ranges.op_abs
-    path_code, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
+    path_code, paths = path_table(inst_op, ops["op_name"].to_numpy(object), op_abs, inst_parent)
 
     cpu_ns = narrow(
         np.concatenate(
             [r_end - r_start, a_dur[un_api], np.where(ug_has, share_ns[un_gpu], 0)]
         ).astype(np.int64, copy=False)
     )
-    tid = np.concatenate([r_tid, a_tid[un_api], _pick(a_tid, ug_api, -1)])
+    tid = np.concatenate([r_tid, a_tid[un_api], pick(a_tid, ug_api, -1)])
     synthetic = np.zeros(n_inst, dtype=bool)
     synthetic[n_r:] = True
     inst = pd.DataFrame(
@@ -312,7 +318,7 @@ def _add_columns(frame: pd.DataFrame, **columns: np.ndarray) -> None:
         frame[name] = pd.Series(np.asarray(values), index=frame.index, copy=False)
 
 
-def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) -> np.ndarray:
+def launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) -> np.ndarray:
     """Per GPU activity, the API call that launched it (same correlationId, same process)."""
     idx = index_dtype(len(api))
     g_api = np.full(len(gpu), NONE, dtype=idx)
@@ -355,19 +361,10 @@ def _launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) ->
     return g_api
 
 
-def _op_table(
-    ranges: Ranges, api: pd.DataFrame, gpu: pd.DataFrame, un_api: np.ndarray, un_gpu: np.ndarray
-) -> tuple[pd.DataFrame, np.ndarray]:
+def op_table(ranges: Ranges, un_names: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
     """The ops: the ranges' (:func:`~jlprof.engine.ranges.range_pass`), then the synthetic
     ``unassociated_<name>`` ones not among them appended; and the op of each instance
-    (ranges, then unassociated calls, then unassociated GPU work)."""
-    # names of the unassociated rows only (not 1M-row object arrays)
-    un_names = np.concatenate(
-        [
-            np.asarray(api["name"].array.take(un_api), dtype=object),
-            np.asarray(gpu["name"].array.take(un_gpu), dtype=object),
-        ]
-    ).astype(str)
+    (ranges, then the unassociated instances, whose names are ``un_names``)."""
     un_uniq, un_inv = np.unique(un_names, return_inverse=True)
     un_ops = pd.DataFrame(
         {

@@ -36,14 +36,11 @@ import pandas as pd
 
 from jlprof.engine import intervals
 from jlprof.engine.aggregate import InstanceMetrics
-from jlprof.engine.correlate import NONE, Correlated, _launching_calls, _pick
+from jlprof.engine.correlate import NONE, Correlated, launching_calls, pick
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.narrow import narrow
+from jlprof.engine.narrow import index_dtype, narrow
+from jlprof.engine.ranges import Ranges, calls_in_ranges
 from jlprof.engine.trace import Trace
-
-#: (thread ids, starts, ends) of calls -> innermost range per call (NONE outside every range),
-#: emit_nvtx calls mapped to their outermost call range, as :func:`correlate` does
-RangeLookup = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -120,25 +117,21 @@ class WorkPass:
 
     def __init__(
         self,
-        n_ranges: int,
-        range_cpu_ns: np.ndarray,
-        lookup: RangeLookup,
-        range_op: np.ndarray | None = None,
+        ranges: Ranges,
         iterations: Iterations | None = None,
         n_gpu: int | None = None,
-        range_ops: pd.DataFrame | None = None,
     ) -> None:
-        """``range_op`` (each range's op, a row of ``range_ops``) and ``iterations``: also
-        give each GPU row's op and launch iteration (the iteration report's); ``n_gpu`` (the
-        trace's GPU rows): also keep the few per-GPU-row columns the cube reads
-        (:func:`assemble`)."""
+        """``iterations``: also give each GPU row's op and launch iteration (the iteration
+        report's, :attr:`WindowResult.gpu_op`); ``n_gpu`` (the trace's GPU rows): also keep
+        the few per-GPU-row columns the cube reads (:func:`assemble`)."""
+        self.ranges = ranges
+        n_ranges = len(ranges.start_ns)
         self.n_r = n_ranges
-        self.lookup = lookup
-        self.range_cpu = np.asarray(range_cpu_ns, np.int64)
-        self.range_op = None if range_op is None else np.asarray(range_op, np.int64)
+        self.range_cpu = ranges.end_ns - ranges.start_ns
+        self.range_op = np.asarray(ranges.label_op, np.int64)[ranges.label]
         self.it = iterations
-        self.range_ops = range_ops if range_ops is not None else pd.DataFrame()
-        self.n_range_ops = len(self.range_ops)
+        self.range_ops = ranges.ops
+        self.n_range_ops = len(ranges.ops)
         self._name_rows: np.ndarray | None = None
         n = n_ranges
         self.gpu_ns = np.zeros(n, np.int64)
@@ -167,12 +160,12 @@ class WorkPass:
         a_end = api["end_ns"].to_numpy(np.int64)
         g_start = gpu["start_ns"].to_numpy(np.int64)
         g_end = gpu["end_ns"].to_numpy(np.int64)
-        a_inst = np.asarray(self.lookup(a_tid, a_start, a_end), np.int64)
-        g_api = _launching_calls(api, gpu, a_tid).astype(np.int64)
+        a_inst = np.asarray(calls_in_ranges(self.ranges, a_tid, a_start, a_end), np.int64)
+        g_api = launching_calls(api, gpu, a_tid).astype(np.int64)
         n_work = np.bincount(g_api[g_api >= 0], minlength=len(api)) if len(api) else np.zeros(0)
         a_dur = a_end - a_start
-        share_ns = _pick(a_dur / np.maximum(n_work, 1), g_api, 0.0).astype(np.int64)
-        g_inst = _pick(a_inst, g_api, NONE)
+        share_ns = pick(a_dur / np.maximum(n_work, 1), g_api, 0.0).astype(np.int64)
+        g_inst = pick(a_inst, g_api, NONE)
         un_api = np.flatnonzero((a_inst < 0) & (n_work == 0)) if len(api) else np.zeros(0, int)
         un_gpu = np.flatnonzero(g_inst < 0)
         a_inst[un_api] = self.n_r + self.un_api.count + np.arange(len(un_api))
@@ -195,10 +188,10 @@ class WorkPass:
         is_kernel = (gpu["kind"] == "kernel").to_numpy()
         tc = is_kernel & _uses_tc(gpu)
         self.un_gpu.add(
-            start=_pick(a_start, ug_api, g_start[un_gpu]),
-            end=_pick(a_end, ug_api, g_end[un_gpu]),
+            start=pick(a_start, ug_api, g_start[un_gpu]),
+            end=pick(a_end, ug_api, g_end[un_gpu]),
             cpu=np.where(ug_has, share_ns[un_gpu], 0),
-            tid=_pick(a_tid, ug_api, -1),
+            tid=pick(a_tid, ug_api, -1),
             name=gpu["name"].cat.codes.to_numpy()[un_gpu],
             row=np.asarray(w.gpu_index, np.int64)[un_gpu],
             gpu_ns=g_dur[un_gpu],
@@ -247,7 +240,7 @@ class WorkPass:
             gpu_call=g_api,
             uses_tc=tc,
         )
-        if self.it is not None and self.range_op is not None:
+        if self.it is not None:
             res.gpu_iter = self.it.of(np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start))
             op_key = self._op_key(gpu, g_inst)
             un = op_key >= self.n_range_ops
@@ -261,7 +254,6 @@ class WorkPass:
     def _op_key(self, gpu: pd.DataFrame, g_inst: np.ndarray) -> np.ndarray:
         """Per GPU row: its range's op, or for unassociated work ``n_range_ops + name code``
         (its op is known by its name until the op table is whole)."""
-        assert self.range_op is not None
         in_r = g_inst >= 0  # a range; else a provisional unassociated GPU instance
         names = gpu["name"].cat.codes.to_numpy().astype(np.int64)
         if self.n_r == 0:
@@ -453,72 +445,31 @@ _SKINNY_GPU = (
 )
 
 
-@dataclass
-class RangeSide:
-    """What the assembly needs of the range pass: the ranges and their ops."""
+def assemble(trace: Trace, nv: pd.DataFrame, wp: WorkPass) -> tuple[Correlated, InstanceMetrics]:
+    """The :class:`Correlated` the cube and the reports read, from the range pass (``nv``:
+    the ranges it read, ``wp.ranges``) and the windows: every op and path, the instances,
+    and the GPU and call columns the cube reads (``WorkPass(n_gpu=...)``). The trace's own
+    API and GPU frames are not needed: ``trace`` gives the rest (osrt, GPUs, meta)."""
+    from jlprof.engine.correlate import op_table, path_table
 
-    nvtx: pd.DataFrame  # the ranges used (after --domains), rows = range instances
-    parent: np.ndarray  # enclosing range per range, NONE for a root
-    op: np.ndarray  # row of ``ops`` per range
-    instance_no: np.ndarray  # "Batch 17" -> 17, else -1, per range
-    ops: pd.DataFrame  # the ranges' ops: the op table's first rows, every op column
-    op_abs: np.ndarray  # per row of ``ops``: its absolute ('/'-scoped) path, or ""
-    markers: frozenset[str] = frozenset()
-    range_lane: np.ndarray | None = None
-    lane_tid: np.ndarray | None = None
-    lane_dom: np.ndarray | None = None
-
-
-def assemble(trace: Trace, rs: RangeSide, wp: WorkPass) -> tuple[Correlated, InstanceMetrics]:
-    """The :class:`Correlated` the cube and the reports read, from the range pass and the
-    windows: every op and path, the instances, and the GPU and call columns the cube reads
-    (``WorkPass(n_gpu=...)``); the trace's own event frames are not needed."""
-    from jlprof.engine.correlate import _paths
-    from jlprof.engine.narrow import index_dtype
-    from jlprof.engine.ops import unassociated_name
-    from jlprof.engine.tensorcore import op_type_tc_eligible
-
+    ranges = wp.ranges
     res = wp.finish()
-    n_r = len(rs.nvtx)
+    n_r = wp.n_r
     un_names = np.concatenate(
         [
             np.asarray(wp.api_names, object)[res.un_api_name],
             np.asarray(wp.gpu_names, object)[res.un_gpu_name],
         ]
     ).astype(str)
-    # unassociated ops follow the ranges' ops, new ones in name order (correlate's _op_table)
-    un_uniq, un_inv = np.unique(un_names, return_inverse=True)
-    key = ["op_name", "op_type", "direction", "op_id"]
-    new = pd.DataFrame(
-        {
-            "op_name": [unassociated_name(s) for s in un_uniq],
-            "op_type": un_uniq,
-            "direction": "",
-            "op_id": [unassociated_name(s) for s in un_uniq],
-        }
-    )
-    both = pd.concat([rs.ops[key], new], ignore_index=True)
-    code, uniq = pd.factorize(pd.MultiIndex.from_frame(both))
-    ops = pd.DataFrame(list(uniq), columns=key) if len(uniq) else rs.ops[key].iloc[:0].copy()
-    n_old = len(rs.ops)
-    ops["tc_eligible"] = op_type_tc_eligible(ops["op_type"])
-    for col in [c for c in rs.ops.columns if c not in ops.columns]:
-        vals = np.full(len(ops), "", dtype=object)
-        vals[:n_old] = rs.ops[col].to_numpy(object)
-        ops[col] = vals
-    op_abs = np.full(len(ops), "", dtype=object)
-    op_abs[:n_old] = rs.op_abs
+    ops, inst_op = op_table(ranges, un_names)
     n_inst = n_r + len(un_names)
     idx = index_dtype(n_inst)
-    inst_op = np.concatenate([np.asarray(rs.op, np.int64), code[n_old:][un_inv]]).astype(
-        index_dtype(len(ops))
-    )
     parent = np.full(n_inst, NONE, dtype=idx)
-    parent[:n_r] = rs.parent
-    path, paths = _paths(inst_op, ops["op_name"].to_numpy(object), op_abs, parent)
-    nv = rs.nvtx
-    r_start = nv["start_ns"].to_numpy(np.int64)
-    r_end = nv["end_ns"].to_numpy(np.int64)
+    parent[:n_r] = ranges.lanes.parent
+    op_abs = np.full(len(ops), "", dtype=object)
+    op_abs[: len(ranges.op_abs)] = ranges.op_abs
+    path, paths = path_table(inst_op, ops["op_name"].to_numpy(object), op_abs, parent)
+    r_start, r_end = ranges.start_ns, ranges.end_ns
     synthetic = np.zeros(n_inst, dtype=bool)
     synthetic[n_r:] = True
     inst = pd.DataFrame(
@@ -526,7 +477,7 @@ def assemble(trace: Trace, rs: RangeSide, wp: WorkPass) -> tuple[Correlated, Ins
             "start_ns": np.concatenate([r_start, res.start_ns]),
             "end_ns": np.concatenate([r_end, res.end_ns]),
             "cpu_ns": narrow(np.concatenate([r_end - r_start, res.cpu_ns])),
-            "global_tid": np.concatenate([nv["global_tid"].to_numpy(np.int64), res.global_tid]),
+            "global_tid": np.concatenate([ranges.global_tid, res.global_tid]),
             "op": inst_op,
             "parent": parent,
             "path": path,
@@ -538,7 +489,10 @@ def assemble(trace: Trace, rs: RangeSide, wp: WorkPass) -> tuple[Correlated, Ins
             ),
             "instance_no": narrow(
                 np.concatenate(
-                    [np.asarray(rs.instance_no, np.int64), np.full(n_inst - n_r, -1, np.int64)]
+                    [
+                        ranges.parsed["instance_no"].to_numpy(np.int64)[ranges.text_code],
+                        np.full(n_inst - n_r, -1, np.int64),
+                    ]
                 )
             ),
         },
@@ -558,6 +512,7 @@ def assemble(trace: Trace, rs: RangeSide, wp: WorkPass) -> tuple[Correlated, Ins
         if len(x):
             times += [int(x.min()), int(x.max())]
     real = [t for t in times if abs(t) < np.iinfo(np.int64).max]
+    rl = ranges.lanes
     c = Correlated(
         trace=trace,
         inst=inst,
@@ -568,9 +523,9 @@ def assemble(trace: Trace, rs: RangeSide, wp: WorkPass) -> tuple[Correlated, Ins
         t_first_ns=min(real) if real else 0,
         t_last_ns=max(real) if real else 0,
         nvtx=nv,
-        range_lane=rs.range_lane,
-        lane_tid=rs.lane_tid,
-        lane_dom=rs.lane_dom,
-        markers=rs.markers,
+        range_lane=rl.lane,
+        lane_tid=np.asarray(rl.lane_tid, np.int64),
+        lane_dom=np.asarray(rl.lane_dom, np.int64),
+        markers=ranges.markers,
     )
     return c, res.metrics

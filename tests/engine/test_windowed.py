@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from jlprof.engine.aggregate import instance_metrics
-from jlprof.engine.correlate import NONE, _calls_in_ranges, _ranges_and_calls, correlate
+from jlprof.engine.correlate import NONE, correlate
+from jlprof.engine.ranges import range_pass
 from jlprof.engine.read import read_trace
 from jlprof.engine.windowed import Window, WorkPass
 from tests.fixtures.loops import small_training_export
@@ -23,38 +24,27 @@ from tests.fixtures.scenarios import cpu_only_db, real_traces, rich_db
 METRICS = ("gpu_ns", "api_ns", "overhead_ns", "idle_ns", "tc_gpu_ns", "kernel_ns", "n_gpu")
 
 
-def _lookup(nv):
-    """Innermost range per call, as correlate finds it (the range pass's lookup)."""
-    empty = np.zeros(0, np.int64)
-    rl, r_top, _, _, _ = _ranges_and_calls(nv, None, empty, empty, empty)
-    r_start = nv["start_ns"].to_numpy(np.int64)
-
-    def lookup(a_tid, a_start, a_end):
-        a_inst = _calls_in_ranges(rl, r_start, a_tid, a_start, a_end)
-        if len(a_inst) and len(r_top):
-            in_top = (a_inst >= 0) & (r_top[np.maximum(a_inst, 0)] >= 0)
-            a_inst[in_top] = r_top[a_inst[in_top]]
-        return a_inst
-
-    return lookup
-
-
-def windows_of(trace, c, calls: int) -> list[Window]:
-    """The windows of ``calls`` API calls each, with the GPU rows they launched (the
-    one-pass launching calls) and the GPU rows no call launched, by their start."""
+def windows_of(trace, c, calls: int, it=None) -> list[Window]:
+    """The windows of ``calls`` API calls each (rows in order), with the GPU rows they
+    launched (the one-pass launching calls) and the GPU rows no call launched, by their
+    start. ``it``: windows of whole iterations instead (calls by their start's iteration,
+    ``calls`` iterations a window), as the iteration report needs them."""
     api, gpu = trace.api, trace.gpu
     n_api = len(api)
-    edges = np.append(np.arange(0, n_api, calls), n_api) if n_api else np.array([0, 0])
-    k = len(edges) - 1
     a_start = api["start_ns"].to_numpy(np.int64)
     g_start = gpu["start_ns"].to_numpy(np.int64)
     g_api = c.gpu["api"].to_numpy(np.int64)
-    first = a_start[edges[:-1]] if n_api else np.zeros(1, np.int64)
-    by_start = np.clip(np.searchsorted(first, g_start, side="right") - 1, 0, k - 1)
-    g_win = np.where(
-        g_api >= 0, np.searchsorted(edges, np.maximum(g_api, 0), "right") - 1, by_start
-    )
-    a_win = np.searchsorted(edges, np.arange(n_api), side="right") - 1
+    if it is None:
+        edges = np.append(np.arange(0, n_api, calls), n_api) if n_api else np.array([0, 0])
+        k = len(edges) - 1
+        first = a_start[edges[:-1]] if n_api else np.zeros(1, np.int64)
+        by_start = np.clip(np.searchsorted(first, g_start, side="right") - 1, 0, k - 1)
+        a_win = np.searchsorted(edges, np.arange(n_api), side="right") - 1
+    else:
+        k = -(-it.count // calls)
+        a_win = it.of(a_start) // calls
+        by_start = it.of(g_start) // calls
+    g_win = np.where(g_api >= 0, a_win[np.maximum(g_api, 0)] if n_api else 0, by_start)
     big = np.iinfo(np.int64).max
     low = np.full(k, big)
     np.minimum.at(low, a_win, a_start)
@@ -63,7 +53,7 @@ def windows_of(trace, c, calls: int) -> list[Window]:
     isolated = c.gpu["isolated"].to_numpy(bool)
     out = []
     for j in range(k):
-        a_rows = np.arange(edges[j], edges[j + 1])
+        a_rows = np.flatnonzero(a_win == j)
         g_rows = np.flatnonzero(g_win == j)
         out.append(
             Window(
@@ -80,10 +70,7 @@ def windows_of(trace, c, calls: int) -> list[Window]:
 
 def run_windows(trace, c, calls: int):
     """The work pass over the windows; the per-row results gathered into global arrays."""
-    nv = c.nvtx
-    n_r = len(nv)
-    cpu = nv["end_ns"].to_numpy(np.int64) - nv["start_ns"].to_numpy(np.int64)
-    wp = WorkPass(n_r, cpu, _lookup(nv))
+    wp = WorkPass(range_pass(c.nvtx, None))
     a_inst = np.full(len(trace.api), -99, np.int64)
     g_api = np.full(len(trace.gpu), -99, np.int64)
     g_inst = np.full(len(trace.gpu), -99, np.int64)
@@ -167,30 +154,6 @@ def test_the_union_carries_overlapping_work_across_windows(tmp_path):
     assert NONE == -1
 
 
-def range_side_of(c):
-    """The range pass's products, taken from a whole-trace correlation (until the range pass
-    is a module of its own)."""
-    from jlprof.engine.ops import abs_path
-    from jlprof.engine.windowed import RangeSide
-
-    n_r = len(c.nvtx)
-    op = c.inst["op"].to_numpy(np.int64)[:n_r]
-    n_ops = int(op.max()) + 1 if n_r else 0
-    ops = c.ops.iloc[:n_ops].reset_index(drop=True)
-    return RangeSide(
-        nvtx=c.nvtx,
-        parent=c.inst["parent"].to_numpy(np.int64)[:n_r],
-        op=op,
-        instance_no=c.inst["instance_no"].to_numpy(np.int64)[:n_r],
-        ops=ops,
-        op_abs=np.array([abs_path(str(n), False) for n in ops["op_name"]], dtype=object),
-        markers=c.markers,
-        range_lane=c.range_lane,
-        lane_tid=c.lane_tid,
-        lane_dom=c.lane_dom,
-    )
-
-
 def windowed_analysis(trace, key, calls: int):
     """An Analysis whose correlation came from the windows (the CLI's windowed path)."""
     from jlprof.engine.analysis import Analysis
@@ -198,17 +161,10 @@ def windowed_analysis(trace, key, calls: int):
 
     one = Analysis(trace, key_node=key)
     c = one.correlated
-    rs = range_side_of(c)
-    n_r = len(c.nvtx)
-    wp = WorkPass(
-        n_r,
-        c.inst["cpu_ns"].to_numpy(np.int64)[:n_r],
-        _lookup(c.nvtx),
-        n_gpu=len(trace.gpu),
-    )
+    wp = WorkPass(range_pass(c.nvtx, None), n_gpu=len(trace.gpu))
     for w in windows_of(trace, c, calls):
         wp.add(w)
-    return one, Analysis(trace, key_node=key, correlated=assemble(trace, rs, wp))
+    return one, Analysis(trace, key_node=key, correlated=assemble(trace, c.nvtx, wp))
 
 
 @pytest.mark.parametrize("calls", [7, 1000])
@@ -244,3 +200,58 @@ def test_the_windowed_correlation_gives_the_same_cube_and_reports(tmp_path, call
             pd.testing.assert_frame_equal(
                 catalog.report(win, rep), catalog.report(one, rep), obj=f"{path} {rep}"
             )
+
+
+@pytest.mark.parametrize("iters", [1, 3])
+def test_windows_of_whole_iterations_give_the_iteration_report(tmp_path, iters):
+    """The iteration report written window by window (each window every GPU row of its
+    iterations, sorted on its own) is the one-pass report, for the whole range and a part."""
+    from jlprof.engine.analysis import Analysis
+    from jlprof.reports import tables
+    from tests.fixtures.scenarios import KEY_NODE, real_data_dir
+
+    exports = [
+        (rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE),
+        (small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"),
+        *[
+            (p, "aten::add")
+            for p in sorted(
+                (real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite")
+            )
+        ],
+        *[(p, None) for p in real_traces()[:2]],
+    ]
+    for path, key in exports:
+        trace = read_trace(path)
+        one = Analysis(trace, key_node=key)
+        c, it = one.correlated, one.iterations
+        last = it.count - 1
+        for lo, hi in {(0, last), (min(1, last), max(min(1, last), last - 1))}:
+            wp = WorkPass(range_pass(c.nvtx, None), iterations=it)
+            parts = []
+            for w in windows_of(trace, c, iters, it):
+                r = wp.add(w)
+                ops = wp.report_ops(trace.gpu["name"].cat.categories)
+                g = w.gpu.assign(uses_tc=r.uses_tc)
+                parts.append(
+                    tables.iteration_window(
+                        ops,
+                        r.gpu_op,
+                        r.gpu_iter,
+                        g,
+                        w.api,
+                        r.gpu_call,
+                        lo,
+                        hi,
+                        one.mode == "pytorch",
+                    )
+                )
+            got = pd.concat(parts, ignore_index=True)
+            want = tables.iteration(one, lo, hi)
+            for col in want.columns:  # values (CSV/JSON); categories' order may differ
+                np.testing.assert_array_equal(
+                    np.asarray(got[col], object),
+                    np.asarray(want[col], object),
+                    err_msg=f"{path} {lo}..{hi} {col}",
+                )
+            assert list(got.columns) == list(want.columns)
