@@ -141,6 +141,10 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     say(f"loading {db}")
     bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     dldb: list[InThread[Path]] = []  # DLProf's database, written while the engine computes
+    if _windowed(args, db):
+        prof = _load_windowed(db, args, say, bar, reports, formats, out)
+        if prof is not None:
+            return _analysed(prof, args, say, bar, reports, formats, out, dldb, status)
     try:
         prof = load(
             db,
@@ -224,6 +228,69 @@ def _analysed(
     if status:
         say(f"exit status {status}: the profiled program's, passed on as nsys does", "minimal")
     return status
+
+
+#: GPU activities above which ``--windowed auto`` reads by windows (1M kernels stay whole:
+#: their run is faster so, and holds < 1 GB)
+WINDOWED_ROWS = 4_000_000
+
+
+def _windowed(args: argparse.Namespace, db: Path) -> bool:
+    """Whether to analyse ``db`` window by window (``--windowed``): never a jlprof database
+    (it holds the trace whole already) or a run that saves the trace (--save_db) or dumps
+    per-instance data (--dump_model_data)."""
+    if args.windowed == "false":
+        return False
+    from jlprof.engine.store import is_jlprof_db
+
+    whole = [f for f, on in (("--save_db", args.save_db), ("--dump_model_data",
+             args.dump_model_data)) if on]  # fmt: skip
+    if args.windowed == "true":
+        if whole:
+            raise OptionError(f"{whole[0]} needs the whole trace: drop --windowed true.")
+        if db.suffix != ".sqlite" or is_jlprof_db(db):
+            raise OptionError("--windowed true reads nsys SQLite exports only.")
+        return True
+    if whole or db.suffix != ".sqlite" or is_jlprof_db(db):
+        return False
+    from jlprof.engine.windows import gpu_rows_at_most
+
+    return gpu_rows_at_most(db) > WINDOWED_ROWS
+
+
+def _load_windowed(
+    db: Path,
+    args: argparse.Namespace,
+    say: _Say,
+    bar: StageProgress,
+    reports: list[str],
+    formats: list[str],
+    out: Path,
+):
+    """The profile of ``db`` by the windowed engine, the iteration report written as its
+    windows are read; None when the export needs the whole-trace path (said why)."""
+    from jlprof.engine.windowed_run import Unsuitable
+    from jlprof.profile import load_windowed
+    from jlprof.reports.writers import iteration_files
+
+    def files():
+        return iteration_files(out, args.profile_name, formats, args.force)
+
+    try:
+        return load_windowed(
+            db,
+            key_node=args.key_node,
+            iter_start=args.iter_start,
+            iter_stop=args.iter_stop,
+            domains=args.domains,
+            mode=args.mode,
+            profile_name=args.profile_name,
+            progress=bar,
+            iteration_files=files if "iteration" in reports else None,
+        )
+    except Unsuitable as why:
+        say(f"reading the whole trace: {why}", "detailed")
+        return None
 
 
 def _start_dldb(

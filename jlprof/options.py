@@ -202,6 +202,11 @@ OPTIONS: tuple[Option, ...] = (
            "write DLProf's database <profile_name>_dldb.sqlite in --output_path (guide §4.3; "
            "jlprof's saved trace, for --database); false saves its time and disk (about 2 s and "
            "200 MB at 1M kernels)", None, OWN, surfaces=(CLI,), metavar=_BOOL),
+    Option("windowed", ("--windowed",), None, "auto",
+           "read and correlate the CUDA API calls and GPU work window by window, holding the "
+           "aggregates and one window instead of the whole trace (docs/windowed-engine.md); "
+           "auto: for nsys exports of more than 4M GPU activities in simple mode", None, OWN,
+           surfaces=(CLI,), choices=("auto", "true", "false")),
     Option("save_db", ("--save_db",), None, None,
            "also save a jlprof database (.jlprof zip or .sqlite) at this path", None, OWN,
            surfaces=(CLI,), metavar="FILE"),

@@ -224,6 +224,83 @@ def load(
     )
 
 
+def load_windowed(
+    path: str | Path,
+    *,
+    key_node: str | None = None,
+    iter_start: int | None = None,
+    iter_stop: int | None = None,
+    domains: list[str] | None = None,
+    mode: str | None = None,
+    profile_name: str = DEFAULT_PROFILE_NAME,
+    progress: Callable[[str], None] | None = None,
+    use_connectorx: bool | None = None,
+    iteration_files: Callable[[], Any] | None = None,
+    calls_per_window: int | None = None,
+) -> Profile:
+    """:func:`load` for an nsys SQLite export too big to hold: the API calls and GPU work are
+    read and correlated window by window (docs/windowed-engine.md) and only the aggregates
+    are kept, so memory does not grow with the trace's rows. ``iteration_files``: a context
+    manager factory (:func:`jlprof.reports.writers.iteration_files`) into which the iteration
+    report, which needs every GPU row, is written window by window; the returned profile
+    then has it in ``written_early``. The profile's reports equal :func:`load`'s; it has no
+    per-row frames (no dashboard timeline, no ``save``).
+
+    Raises :class:`jlprof.engine.windowed_run.Unsuitable` before reading any window when
+    the export needs the whole-trace path (PyTorch markers, a key node that is not a range).
+    """
+    from jlprof.engine.analysis import check_range
+    from jlprof.engine.windowed_run import WINDOW_CALLS, WindowedRun
+    from jlprof.reports import tables
+
+    check_options(key_node, iter_start, iter_stop, domains, mode)
+    run = WindowedRun(
+        path,
+        key_node=key_node,
+        domains=domains,
+        mode=mode,
+        calls_per_window=calls_per_window or WINDOW_CALLS,
+        use_connectorx=use_connectorx,
+        progress=progress,
+    )
+    lo, hi = check_range(run.iterations.count, iter_start, iter_stop)
+    early: dict[str, list] = {}
+    say = progress or (lambda _m: None)
+    from contextlib import nullcontext
+
+    files = iteration_files() if iteration_files is not None else nullcontext((None, []))
+    with files as (write, paths):
+        ops = None
+        for k, (win, res) in enumerate(run.windows()):
+            say(f"correlating window {k + 1} of {run.n_windows}")
+            if write is not None:
+                if ops is None:
+                    ops = run.work.report_ops(win.gpu["name"].cat.categories)
+                g = win.gpu.assign(uses_tc=res.uses_tc)
+                write(
+                    tables.iteration_window(
+                        ops, res.gpu_op, res.gpu_iter, g, win.api, res.gpu_call, lo, hi, False
+                    )
+                )
+            del win, res
+        if paths:
+            early["iteration"] = paths
+    trace, c, m = run.finish()
+    prof = Profile(
+        trace,
+        key_node=key_node,
+        iter_start=iter_start,
+        iter_stop=iter_stop,
+        domains=domains,
+        mode=mode,
+        profile_name=profile_name,
+        progress=progress,
+        correlated=(c, m),
+    )
+    prof.written_early = early
+    return prof
+
+
 __all__ = [
     "DEFAULT_KEY_NODES",
     "MODES",
@@ -232,4 +309,5 @@ __all__ = [
     "Profile",
     "check_options",
     "load",
+    "load_windowed",
 ]

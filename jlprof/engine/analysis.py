@@ -67,6 +67,46 @@ def _whole(value: Any, name: str) -> int | None:
     return int(value)
 
 
+def check_range(count: int, start: int | None, stop: int | None) -> tuple[int, int]:
+    """The inclusive iteration range ``start..stop`` of ``count`` iterations (None: the
+    first / the last), or an :class:`AnalysisError` saying what is wrong and what is allowed."""
+    last = count - 1
+    s = 0 if start is None else _whole(start, "iter_start")
+    e = last if stop is None else _whole(stop, "iter_stop")
+    if s < 0:
+        raise AnalysisError(f"--iter_start {s} is negative; iterations are numbered from 0.")
+    if s > last:
+        raise AnalysisError(f"--iter_start {s} is past the last iteration ({last}); use 0..{last}.")
+    if e < s:
+        raise AnalysisError(
+            f"--iter_stop {e} is before --iter_start {s}; the stop must be >= the start."
+        )
+    if e > last:
+        raise AnalysisError(
+            f"--iter_stop {e} is past the last iteration ({last}); use at most {last}."
+        )
+    return s, e
+
+
+def resolve_key_node(c: Correlated, key_node: str | None) -> str | None:
+    """The key node to split ``c`` at: ``key_node`` when some range is it (else an
+    :class:`AnalysisError` naming candidates), or the first of :data:`DEFAULT_KEY_NODES`
+    present, or None (the whole profile is one iteration)."""
+    if key_node is not None:
+        if len(key_node_instances(c, key_node)) == 0:
+            cands = ", ".join(suggest_key_nodes(c)["op_name"].head(3))
+            hint = f" Candidates: {cands}." if cands else ""
+            raise AnalysisError(
+                f"key node {key_node!r} is not an op name or op ID in this profile.{hint} "
+                "See the detail report's Op Name / Op ID columns."
+            )
+        return key_node
+    for name in DEFAULT_KEY_NODES:
+        if len(key_node_instances(c, name)):
+            return name
+    return None
+
+
 class Analysis:
     """A correlated trace aggregated per iteration; re-aggregates without re-reading."""
 
@@ -104,6 +144,9 @@ class Analysis:
             self._cubes: dict[str | None, Cube] = {}
             # per (what, key node, range): small frames; str keys: per-profile orderings
             self._memo: dict[tuple | str, Any] = {}
+            # reports already written while the trace was read (the windowed engine's
+            # iteration report): their paths, by report name
+            self.written_early: dict[str, list] = {}
             self.key_node_given = key_node is not None
             say("finding iterations")
             self.key_node: str | None = self._resolve_key_node(key_node)
@@ -114,19 +157,7 @@ class Analysis:
 
     # ---- key node and range -------------------------------------------------------------
     def _resolve_key_node(self, key_node: str | None) -> str | None:
-        if key_node is not None:
-            if len(key_node_instances(self.correlated, key_node)) == 0:
-                cands = ", ".join(suggest_key_nodes(self.correlated)["op_name"].head(3))
-                hint = f" Candidates: {cands}." if cands else ""
-                raise AnalysisError(
-                    f"key node {key_node!r} is not an op name or op ID in this profile.{hint} "
-                    "See the detail report's Op Name / Op ID columns."
-                )
-            return key_node
-        for name in DEFAULT_KEY_NODES:
-            if len(key_node_instances(self.correlated, name)):
-                return name
-        return None
+        return resolve_key_node(self.correlated, key_node)
 
     def set_key_node(self, key_node: str | None) -> None:
         """Switch the key node (None: DLProf's default); resets the range to all iterations."""
@@ -139,24 +170,7 @@ class Analysis:
         self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
 
     def _check_range(self, start: int | None, stop: int | None) -> tuple[int, int]:
-        last = self.iterations.count - 1
-        s = 0 if start is None else _whole(start, "iter_start")
-        e = last if stop is None else _whole(stop, "iter_stop")
-        if s < 0:
-            raise AnalysisError(f"--iter_start {s} is negative; iterations are numbered from 0.")
-        if s > last:
-            raise AnalysisError(
-                f"--iter_start {s} is past the last iteration ({last}); use 0..{last}."
-            )
-        if e < s:
-            raise AnalysisError(
-                f"--iter_stop {e} is before --iter_start {s}; the stop must be >= the start."
-            )
-        if e > last:
-            raise AnalysisError(
-                f"--iter_stop {e} is past the last iteration ({last}); use at most {last}."
-            )
-        return s, e
+        return check_range(self.iterations.count, start, stop)
 
     def range_of(self, iter_start: int | None, iter_stop: int | None) -> tuple[int, int]:
         """The effective inclusive range: the arguments, else the profile's current range."""
@@ -253,4 +267,12 @@ class Analysis:
         return ""
 
 
-__all__ = ["DEFAULT_KEY_NODES", "DEFAULT_PROFILE_NAME", "MODES", "Analysis", "check_options"]
+__all__ = [
+    "DEFAULT_KEY_NODES",
+    "DEFAULT_PROFILE_NAME",
+    "MODES",
+    "Analysis",
+    "check_options",
+    "check_range",
+    "resolve_key_node",
+]

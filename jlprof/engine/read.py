@@ -797,15 +797,21 @@ def _in_thread(
         conn.close()
 
 
-def _missing_table_warnings(tabs: set[str], gpu: pd.DataFrame, api: pd.DataFrame) -> list[str]:
-    """A capture whose CUDA API or kernel table is missing reads, but its numbers are partial."""
+def trace_warnings(
+    tabs: set[str], n_gpu: int, n_nvtx: int, n_api: int, api_names: pd.Index
+) -> list[str]:
+    """The read's warnings: no events at all; a capture whose CUDA API or kernel table is
+    missing reads, but its numbers are partial. From the tables' row counts and the API
+    calls' names (the windowed engine has no whole frames)."""
     out = []
-    if len(gpu) and "CUPTI_ACTIVITY_KIND_RUNTIME" not in tabs:
+    if not n_gpu and not n_nvtx and not n_api:
+        out.append("the export holds no CUDA, NVTX or API events")
+    if n_gpu and "CUPTI_ACTIVITY_KIND_RUNTIME" not in tabs:
         out.append(
             "the export has GPU work but no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME): kernels "
             "are not attributed to ops and API times are 0; capture with `nsys profile -t cuda`"
         )
-    launches = api["name"].cat.categories.astype(str).str.contains("Launch") if len(api) else []
+    launches = api_names.astype(str).str.contains("Launch") if n_api else []
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in tabs and any(launches):
         out.append(
             "the export has kernel launches but no kernel table (CUPTI_ACTIVITY_KIND_KERNEL): "
@@ -819,13 +825,18 @@ def read_trace(
     *,
     use_connectorx: bool | None = None,
     progress: Progress | None = None,
+    work: bool = True,
 ) -> Trace:
-    """Read every table the engine needs from an nsys SQLite export."""
+    """Read every table the engine needs from an nsys SQLite export. ``work=False``: all but
+    the API calls and GPU work (empty frames; no warnings about them), which the windowed
+    engine reads window by window (:mod:`jlprof.engine.windows`)."""
     with small_pages():
-        return _read_trace(Path(path), use_connectorx, progress)
+        return _read_trace(Path(path), use_connectorx, progress, work)
 
 
-def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | None) -> Trace:
+def _read_trace(
+    path: Path, use_connectorx: bool | None, progress: Progress | None, work: bool = True
+) -> Trace:
     check_database(path)
     say = progress or (lambda _msg: None)
     try:
@@ -845,6 +856,8 @@ def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | No
         strings = _read_strings(conn)
         say("reading GPU activities, CUDA API calls and NVTX ranges")
         selects = _event_selects(conn, tabs)
+        if not work:
+            selects = {k: v for k, v in selects.items() if k == _NVTX}
         if _start_event_tables(f, selects):  # connectorx reads them all at once, in threads
             api = _read_api(f, selects, strings)
             nvtx, marks = _read_nvtx(f, selects, strings)
@@ -867,10 +880,11 @@ def _read_trace(path: Path, use_connectorx: bool | None, progress: Progress | No
     finally:
         conn.close()
     release_reader_memory()  # the Arrow buffers and the reader threads' heaps
-    warnings = []
-    if not len(gpu) and not len(nvtx) and not len(api):
-        warnings.append("the export holds no CUDA, NVTX or API events")
-    warnings += _missing_table_warnings(tabs, gpu, api)
+    warnings = (
+        trace_warnings(tabs, len(gpu), len(nvtx), len(api), api["name"].cat.categories)
+        if work
+        else []
+    )
     return Trace(
         gpu=gpu,
         api=api,

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from jlprof import outputs
 from jlprof.errors import OptionError
@@ -127,7 +129,11 @@ def write_reports(
     say = progress or (lambda _m: None)
     prepare_folder(output)
     written = []
+    early = getattr(p, "written_early", {})
     for rep in reports:
+        if rep in early:  # written while the windowed engine read its rows (iteration_files)
+            written.extend(early[rep])
+            continue
         targets = {fmt: report_path(output, p.profile_name, rep, fmt) for fmt in formats}
         todo = {f: t for f, t in targets.items() if force or not t.exists()}
         if not todo:
@@ -173,6 +179,30 @@ def _write_streamed(p: Analysis, todo: dict[str, Path], say: Callable[[str], Non
         for part in tables.iteration_parts(p, lo, hi):
             write_frames(streams, part)  # CSV and JSON laid out once, batch by batch
             del part
+        for s in streams:
+            s.close()
+
+
+@contextmanager
+def iteration_files(
+    output: Path, profile_name: str, formats: list[str] | tuple[str, ...], force: bool
+) -> Iterator[tuple[Callable[[pd.DataFrame], None], list[Path]]]:
+    """The iteration report's files open for parts written in order (the windowed engine's
+    windows, :func:`jlprof.profile.load_windowed`): yields (write one part, the paths). Every
+    file whole or not at all: an error inside leaves none of them."""
+    from contextlib import ExitStack
+
+    todo = {
+        f: t
+        for f in formats
+        if force or not (t := report_path(output, profile_name, "iteration", f)).exists()
+    }
+    with ExitStack() as files:
+        streams = [
+            STREAMS[fmt](files.enter_context(outputs.written_file(t, background=fmt != "parquet")))
+            for fmt, t in todo.items()
+        ]
+        yield (lambda part: write_frames(streams, part)), list(todo.values())
         for s in streams:
             s.close()
 

@@ -1,0 +1,166 @@
+"""One export analysed by windows: the windowed engine's passes in order (issue 18).
+
+docs/windowed-engine.md, "The plan": everything but the API calls and GPU work is read
+whole (:func:`~jlprof.engine.read.read_trace` with ``work=False``: NVTX, marks, OS runtime,
+GPUs, metadata); the range pass (:mod:`jlprof.engine.ranges`) and the key node's iterations
+come from the NVTX ranges alone; the launch plan (:mod:`jlprof.engine.windows`) cuts the API
+calls into windows of whole iterations, each with the GPU work its calls launched; the work
+pass (:mod:`jlprof.engine.windowed`) correlates them window by window, and :meth:`finish`
+assembles the :class:`~jlprof.engine.correlate.Correlated` the cube and the reports read.
+Per window the caller gets the window's rows and their correlation (:meth:`windows`), to
+write what needs every row (the iteration report) without ever holding every row.
+
+Whatever this path cannot give exactly raises :class:`Unsuitable` before any window is read;
+the caller then analyses the whole trace as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine.aggregate import InstanceMetrics
+from jlprof.engine.analysis import resolve_key_node
+from jlprof.engine.correlate import Correlated, path_table
+from jlprof.engine.iterations import Iterations, find_iterations
+from jlprof.engine.narrow import index_dtype
+from jlprof.engine.ranges import NONE, Ranges, range_pass
+from jlprof.engine.read import read_trace
+from jlprof.engine.trace import Trace
+from jlprof.engine.windowed import Window, WindowResult, WorkPass, assemble
+from jlprof.errors import AnalysisError
+
+#: API calls a window holds at most (more when one iteration alone has more): ~0.1 GB of
+#: window frames and ~0.3 GB of correlation temporaries at 1M
+WINDOW_CALLS = 1 << 20
+
+
+class Unsuitable(Exception):
+    """The windowed path cannot analyse this export exactly; analyse the whole trace."""
+
+
+class WindowedRun:
+    """The passes of one windowed analysis: construct (reads all but the work, range pass,
+    iterations, launch plan), iterate :meth:`windows`, then :meth:`finish`."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        key_node: str | None = None,
+        domains: list[str] | None = None,
+        mode: str | None = None,
+        calls_per_window: int = WINDOW_CALLS,
+        use_connectorx: bool | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        from jlprof.engine.windows import plan_windows
+
+        say = progress or (lambda _m: None)
+        self.path = Path(path)
+        self.small = read_trace(self.path, use_connectorx=use_connectorx, work=False)
+        nv = self.small.nvtx
+        if domains:
+            keep = nv["domain"].astype(str).isin(domains).to_numpy()
+            nv = nv.loc[keep].reset_index(drop=True)
+        self.nv = nv
+        say("nesting NVTX ranges")
+        self.ranges = range_pass(nv, mode)
+        if mode is None and self.ranges.markers:
+            raise Unsuitable("PyTorch markers: the expert systems' checks read every call")
+        if mode not in (None, "simple"):
+            raise Unsuitable(f"mode {mode}: its expert checks read every call")
+        say("finding iterations")
+        c_r = ranges_correlated(self.small, nv, self.ranges)
+        try:
+            self.key_node = resolve_key_node(c_r, key_node)
+        except AnalysisError:
+            raise Unsuitable("the key node is not a range: the whole path explains") from None
+        self.iterations: Iterations = find_iterations(c_r, self.key_node)
+        say("planning windows of API calls")
+        self.plan = plan_windows(
+            self.path,
+            calls_per_window,
+            cuts_ns=self.iterations.bounds_ns[1:-1],
+            use_connectorx=use_connectorx,
+        )
+        self.work = WorkPass(self.ranges, self.iterations, n_gpu=self.plan.n_gpu)
+
+    @property
+    def n_windows(self) -> int:
+        return self.plan.n_windows
+
+    def windows(self) -> Iterator[tuple[Window, WindowResult]]:
+        """Each window, read and correlated, in order; its rows are let go when the caller
+        moves on."""
+        from jlprof.engine.windows import WindowReader
+
+        plan = self.plan
+        later = plan.later_start_ns()  # no GPU row of a later window starts before it
+        with WindowReader(plan) as reader:
+            for w in range(plan.n_windows):
+                wt = reader.read(w)
+                win = Window(
+                    api=wt.api,
+                    gpu=wt.gpu,
+                    api_index=wt.api_index,
+                    gpu_index=wt.gpu_index,
+                    isolated=wt.isolated,
+                    next_start_ns=int(later[w]),
+                )
+                del wt
+                yield win, self.work.add(win)
+
+    def finish(self) -> tuple[Trace, Correlated, InstanceMetrics]:
+        """The trace's small frames (its API and GPU frames empty) with the read's warnings,
+        and the assembled correlation, once every window is in."""
+        from jlprof.engine.read import trace_warnings
+
+        plan = self.plan
+        trace = self.small
+        trace.warnings = trace_warnings(
+            plan.tables, plan.n_gpu, len(trace.nvtx), plan.n_api,
+            plan.api_template["name"].cat.categories,
+        )  # fmt: skip
+        c, m = assemble(trace, self.nv, self.work)
+        return trace, c, m
+
+
+def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correlated:
+    """A :class:`Correlated` of the ranges alone: what finding the key node and iterations
+    reads (ops, instances, paths; the path strings of ranges are their final ones)."""
+    n = len(nv)
+    op = np.asarray(ranges.label_op, np.int64)[ranges.label].astype(index_dtype(len(ranges.ops)))
+    parent = np.asarray(ranges.lanes.parent).astype(index_dtype(n))
+    path, paths = path_table(op, ranges.ops["op_name"].to_numpy(object), ranges.op_abs, parent)
+    inst = pd.DataFrame(
+        {
+            "start_ns": ranges.start_ns,
+            "end_ns": ranges.end_ns,
+            "global_tid": ranges.global_tid,
+            "op": op,
+            "parent": parent,
+            "path": path,
+            "synthetic": np.zeros(n, bool),
+        }
+    )
+    times = [x for x in (ranges.start_ns, ranges.end_ns) if len(x)]
+    empty = trace.api.iloc[:0]
+    return Correlated(
+        trace=trace,
+        inst=inst,
+        ops=ranges.ops,
+        paths=paths,
+        api=empty,
+        gpu=trace.gpu.iloc[:0],
+        t_first_ns=int(min(x.min() for x in times)) if times else 0,
+        t_last_ns=int(max(x.max() for x in times)) if times else 0,
+        nvtx=nv,
+        markers=ranges.markers,
+    )
+
+
+__all__ = ["NONE", "WINDOW_CALLS", "Unsuitable", "WindowedRun", "ranges_correlated"]
