@@ -42,6 +42,7 @@ GPU column fits int32 comes from one SQL ``min``/``max`` scan of the columns not
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals
+from jlprof.engine.memory import release_reader_memory
 from jlprof.engine.narrow import INT32, index_dtype
 from jlprof.engine.read import (
     _API,
@@ -182,12 +184,16 @@ def plan_windows(
         strings = _read_strings(conn)
         selects = _event_selects(conn, tabs)
         selects.pop(_NVTX, None)
-        api = _plan_api(f, selects.get(_API), strings, calls_per_window)
-        gpu = _plan_gpu(f, selects, strings, api)
+        # the int32 scans run in SQLite (outside the GIL) while connectorx reads
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            fits = pool.submit(_gpu_fits, path, selects)
+            api = _plan_api(f, selects.get(_API), strings, calls_per_window)
+            gpu = _plan_gpu(f, selects, strings, api, fits)
     except sqlite3.DatabaseError as exc:
         raise damaged(path, exc) from exc
     finally:
         conn.close()
+    release_reader_memory()  # the narrow reads' Arrow buffers and the scan thread's arena
     order = np.argsort(gpu.window, kind="stable").astype(index_dtype(len(gpu.window)))
     counts = np.bincount(gpu.window, minlength=api.n_windows)
     bounds = np.zeros(api.n_windows + 1, np.int64)
@@ -375,7 +381,11 @@ class _GpuPlan:
 
 
 def _plan_gpu(
-    f: _Fetcher, selects: dict[str, _Select], strings: StringTable, api: _ApiPlan
+    f: _Fetcher,
+    selects: dict[str, _Select],
+    strings: StringTable,
+    api: _ApiPlan,
+    fits: Future[dict[str, dict[str, bool]]],
 ) -> _GpuPlan:
     """Each GPU row's launch window and ``isolated``, and ``Trace.gpu``'s dtypes."""
     present = [(t, k) for t, k in _GPU_TABLES if t in selects]
@@ -431,13 +441,12 @@ def _plan_gpu(
             tables.append(GpuTable(rows, kind, n - rows.n))
     isolated = intervals.isolated(g_start[:n], g_end[:n])
     del g_start, g_end
-    template = _gpu_template(f, selects, strings, tables, ext, names, copy_kinds)
+    template = _gpu_template(fits.result(), strings, tables, ext, names, copy_kinds)
     return _GpuPlan(tables, window[:n], launched[:n], isolated, template)
 
 
 def _gpu_template(
-    f: _Fetcher,
-    selects: dict[str, _Select],
+    table_fits: dict[str, dict[str, bool]],
     strings: StringTable,
     tables: list[GpuTable],
     ext: _Extremes,
@@ -450,10 +459,8 @@ def _gpu_template(
         return empty_frame(GPU_COLUMNS, GPU_CATEGORICAL)
     fits = dict.fromkeys(_NARROW, True)
     for t in tables:
-        q = selects[t.rows.table]
-        cols = [c for c in q.names if c in _NARROW and c != "correlation_id"]
         fits["correlation_id"] &= ext.fits(f"{t.rows.table}.correlation_id")
-        for c, ok in _fits_int32(f.conn, q, cols).items():
+        for c, ok in table_fits[t.rows.table].items():
             fits[c] &= ok
     dtypes = {c: np.int32 if fits.get(c, False) else np.int64 for c in GPU_COLUMNS}
     cats: dict[str, list[pd.Categorical]] = {c: [] for c in GPU_CATEGORICAL}
@@ -468,6 +475,21 @@ def _gpu_template(
             else:
                 cats[col].append(_memset_names(1))
     return _template(GPU_COLUMNS, dtypes, {c: _concat_cats(v) for c, v in cats.items()})
+
+
+def _gpu_fits(path: Path, selects: dict[str, _Select]) -> dict[str, dict[str, bool]]:
+    """Per GPU table, whether each narrowed column the narrow reads skip fits int32."""
+    conn = _connect(path)  # its own: a connection stays in its thread
+    try:
+        out = {}
+        for table, _kind in _GPU_TABLES:
+            if table in selects:
+                q = selects[table]
+                cols = [c for c in q.names if c in _NARROW and c != "correlation_id"]
+                out[table] = _fits_int32(conn, q, cols)
+        return out
+    finally:
+        conn.close()
 
 
 def _fits_int32(conn: sqlite3.Connection, q: _Select, cols: list[str]) -> dict[str, bool]:
