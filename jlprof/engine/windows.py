@@ -42,7 +42,8 @@ GPU column fits int32 comes from one SQL ``min``/``max`` scan of the columns not
 from __future__ import annotations
 
 import sqlite3
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,11 +185,14 @@ def plan_windows(
         strings = _read_strings(conn)
         selects = _event_selects(conn, tabs)
         selects.pop(_NVTX, None)
-        # the int32 scans run in SQLite (outside the GIL) while connectorx reads
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        # the GPU tables' narrow read and their int32 scans run beside the API table's read
+        # (connectorx and SQLite work outside the GIL), each on its own connection
+        pids = _Pids()
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            gpu_read = pool.submit(_read_gpu, path, use_connectorx, selects, pids)
             fits = pool.submit(_gpu_fits, path, selects)
-            api = _plan_api(f, selects.get(_API), strings, calls_per_window)
-            gpu = _plan_gpu(f, selects, strings, api, fits)
+            api = _plan_api(f, selects.get(_API), strings, calls_per_window, pids)
+            gpu = _plan_gpu(gpu_read.result(), strings, api, fits.result())
     except sqlite3.DatabaseError as exc:
         raise damaged(path, exc) from exc
     finally:
@@ -250,11 +254,14 @@ class _RowIds:
     def add(self, rid: np.ndarray) -> None:
         if self.n == 0:
             self.base = int(rid[0])
+        end = self.base + self.n
         if self.consecutive and not (
-            int(rid[0]) == self.base + self.n and int(rid[-1]) == self.base + self.n + len(rid) - 1
-        ):
+            int(rid[0]) == end and int(rid[-1]) == end + len(rid) - 1
+        ):  # the first gap: the rowids so far were base, base + 1, ...
             self.consecutive = False
-        self.parts.append(rid if not self.consecutive else rid[:0])
+            self.parts = [np.arange(self.base, end, dtype=np.int64)]
+        if not self.consecutive:
+            self.parts.append(rid)
         self.n += len(rid)
 
     def rows(self) -> TableRows:
@@ -268,18 +275,19 @@ class _Pids:
 
     def __init__(self) -> None:
         self.codes: dict[int, int] = {}
+        self.lock = threading.Lock()  # the API and the GPU reads add codes at once
 
-    def keys(self, pid: np.ndarray, corr: np.ndarray, add: bool) -> np.ndarray:
-        """(process, correlation id) as one int64 key; -1 for a process not met (add=False)."""
+    def code(self, pid: int) -> int:
+        with self.lock:
+            return self.codes.setdefault(pid, len(self.codes))
+
+    def keys(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """(process, correlation id) as one int64 key, equal in both tables' reads."""
+        if len(pid) and pid.min() == pid.max():  # one process (the usual case): no sort
+            return (corr & _CORR_MASK) | (self.code(int(pid[0])) << 40)
         uniq, inv = np.unique(pid, return_inverse=True)
-        if add:
-            code = [self.codes.setdefault(int(u), len(self.codes)) for u in uniq]
-        else:
-            code = [self.codes.get(int(u), -1) for u in uniq]
-        at = np.asarray(code, np.int64)[inv.reshape(-1)]
-        out = (at << 40) | (corr & _CORR_MASK)
-        out[at < 0] = -1
-        return out
+        at = np.asarray([self.code(int(u)) for u in uniq], np.int64)[inv.reshape(-1)]
+        return (at << 40) | (corr & _CORR_MASK)
 
 
 class _Extremes:
@@ -302,22 +310,24 @@ class _Extremes:
 @dataclass
 class _ApiPlan:
     rows: TableRows | None
+    calls_per_window: int
     n_windows: int
     window_start: np.ndarray
     keys: np.ndarray  # the calls' (process, correlation id) keys, sorted, each once
-    key_window: np.ndarray  # the window of the first call with each key
+    key_window: np.ndarray | None  # the window of the first call with each key (None:
+    # ``keys`` is every call's key, in row order: the window is the key's position // c)
     pids: _Pids
     template: pd.DataFrame
 
 
 def _plan_api(
-    f: _Fetcher, q: _Select | None, strings: StringTable, calls_per_window: int
+    f: _Fetcher, q: _Select | None, strings: StringTable, calls_per_window: int, pids: _Pids
 ) -> _ApiPlan:
     """API windows, their start times, the launch keys and ``Trace.api``'s dtypes."""
-    pids = _Pids()
     if q is None:
         return _ApiPlan(
             None,
+            calls_per_window,
             1,
             np.full(1, np.iinfo(np.int64).max),
             np.zeros(0, np.int64),
@@ -327,7 +337,8 @@ def _plan_api(
         )
     c = calls_per_window
     rid, ext = _RowIds(q.table), _Extremes()
-    keys, name_ids, starts = [], [], []
+    keys = np.empty(f.rows_at_most(q.table) or 0, np.int64)  # filled up to rid.n
+    name_ids, starts = [], []
     narrow_q = q.only("start_ns", "global_tid", "correlation_id", "name_id", "event_class")
     for df in _chunks(f, narrow_q):
         pos = rid.n
@@ -335,7 +346,7 @@ def _plan_api(
         corr = _int(df, "correlation_id")
         ext.add("correlation_id", corr)
         ext.add("event_class", _int(df, "event_class"))
-        keys.append(pids.keys(_int(df, "global_tid") & GLOBAL_PID_MASK, corr, add=True))
+        keys[pos : pos + len(df)] = pids.keys(_int(df, "global_tid") & GLOBAL_PID_MASK, corr)
         name_ids.append(pd.unique(_int(df, "name_id")))
         # the earliest start of each window met in this chunk
         start = _int(df, "start_ns")
@@ -347,12 +358,12 @@ def _plan_api(
     window_start = np.full(n_windows, np.iinfo(np.int64).max)
     for w0, mins in starts:
         np.minimum.at(window_start, np.arange(w0, w0 + len(mins)), mins)
-    all_keys = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+    all_keys = keys[: rows.n]
     del keys
     pos_dtype = index_dtype(max(n_windows, 1))
     if len(all_keys) < 2 or bool((all_keys[1:] > all_keys[:-1]).all()):
         uniq = all_keys  # one call per key, in key order (one process: the usual case)
-        first = np.arange(len(all_keys), dtype=np.int64)
+        key_window = None
     else:  # the first call of each key, as correlate's stable search finds it
         order = np.argsort(all_keys, kind="stable")
         sk = all_keys[order]
@@ -361,14 +372,14 @@ def _plan_api(
         head[1:] = sk[1:] != sk[:-1]
         uniq, first = sk[head], order[head]
         del sk, order, head
-    key_window = (first // c).astype(pos_dtype)
-    del first
+        key_window = (first // c).astype(pos_dtype)
+        del first
     seen = pd.unique(np.concatenate(name_ids)) if name_ids else np.zeros(0, np.int64)
     dtypes = {c_: np.int64 for c_ in API_COLUMNS}
     for col in ("correlation_id", "event_class"):
         dtypes[col] = np.int32 if ext.fits(col) else np.int64
     template = _template(API_COLUMNS, dtypes, {"name": _api_names(seen, strings)})
-    return _ApiPlan(rows, n_windows, window_start, uniq, key_window, pids, template)
+    return _ApiPlan(rows, c, n_windows, window_start, uniq, key_window, pids, template)
 
 
 @dataclass
@@ -380,69 +391,101 @@ class _GpuPlan:
     template: pd.DataFrame
 
 
+@dataclass
+class _GpuRead:
+    """The GPU tables' narrow columns, read beside the API table's."""
+
+    tables: list[GpuTable]
+    n: int
+    start: np.ndarray  # int64, per GPU row (the first ``n``)
+    end: np.ndarray
+    key: np.ndarray  # (process, correlation id) keys; -1: no correlation id
+    ext: _Extremes
+    names: dict[str, list[np.ndarray]]  # kernel name ids, first seen per chunk
+    copy_kinds: list[np.ndarray]
+
+
+def _read_gpu(
+    path: Path, use_cx: bool | None, selects: dict[str, _Select], pids: _Pids
+) -> _GpuRead:
+    """Times, launch keys and category inputs of every GPU row, on a connection of its own."""
+    conn = _connect(path)
+    try:
+        f = _Fetcher(path, conn, use_cx)
+        present = [(t, k) for t, k in _GPU_TABLES if t in selects]
+        cap = sum(f.rows_at_most(t) or 0 for t, _ in present)
+        g = _GpuRead(
+            [],
+            0,
+            np.empty(cap, np.int64),
+            np.empty(cap, np.int64),
+            np.empty(cap, np.int64),
+            _Extremes(),
+            {"name": [], "long_name": []},
+            [],
+        )
+        for table, kind in present:
+            extra = ("short_id", "demangled_id") if kind == "kernel" else ()
+            extra += ("copy_kind",) if kind == "memcpy" else ()
+            q = selects[table].only("start_ns", "end_ns", "correlation_id", "global_pid", *extra)
+            rid = _RowIds(table)
+            for df in _chunks(f, q):
+                n, k = g.n, len(df)
+                rid.add(_int(df, "row_id"))
+                g.start[n : n + k] = _int(df, "start_ns")
+                g.end[n : n + k] = _int(df, "end_ns")
+                corr = _int(df, "correlation_id")
+                g.ext.add(f"{table}.correlation_id", corr)
+                key = pids.keys(_int(df, "global_pid") & GLOBAL_PID_MASK, corr)
+                key[corr < 0] = -1  # no correlation id: no launching call (as correlate)
+                g.key[n : n + k] = key
+                if kind == "kernel":
+                    short, long_ = _int(df, "short_id"), _int(df, "demangled_id")
+                    g.names["name"].append(pd.unique(np.where(short >= 0, short, long_)))
+                    g.names["long_name"].append(pd.unique(np.where(long_ >= 0, long_, short)))
+                elif kind == "memcpy":
+                    g.copy_kinds.append(np.unique(_int(df, "copy_kind")))
+                g.n += k
+            rows = rid.rows()
+            if rows.n:
+                g.tables.append(GpuTable(rows, kind, g.n - rows.n))
+        return g
+    finally:
+        conn.close()
+
+
 def _plan_gpu(
-    f: _Fetcher,
-    selects: dict[str, _Select],
-    strings: StringTable,
-    api: _ApiPlan,
-    fits: Future[dict[str, dict[str, bool]]],
+    g: _GpuRead, strings: StringTable, api: _ApiPlan, fits: dict[str, dict[str, bool]]
 ) -> _GpuPlan:
     """Each GPU row's launch window and ``isolated``, and ``Trace.gpu``'s dtypes."""
-    present = [(t, k) for t, k in _GPU_TABLES if t in selects]
-    cap = sum(f.rows_at_most(t) or 0 for t, _ in present)
-    g_start = np.empty(cap, np.int64)
-    g_end = np.empty(cap, np.int64)
-    window = np.empty(cap, np.int32)
-    launched = np.empty(cap, bool)
+    n = g.n
+    window = np.empty(n, np.int32)
+    launched = np.empty(n, bool)
     # the fallback: the last window whose earliest call starts at or before the row
     edges = np.maximum.accumulate(api.window_start[1:]) if api.n_windows > 1 else np.zeros(0)
-    tables: list[GpuTable] = []
-    ext = _Extremes()
-    names: dict[str, list[np.ndarray]] = {"name": [], "long_name": []}
-    copy_kinds: list[np.ndarray] = []
-    n = 0
-    for table, kind in present:
-        q = selects[table]
-        extra = ("short_id", "demangled_id") if kind == "kernel" else ()
-        extra += ("copy_kind",) if kind == "memcpy" else ()
-        narrow_q = q.only("start_ns", "end_ns", "correlation_id", "global_pid", *extra)
-        rid = _RowIds(table)
-        for df in _chunks(f, narrow_q):
-            k = len(df)
-            rid.add(_int(df, "row_id"))
-            start = _int(df, "start_ns")
-            g_start[n : n + k] = start
-            g_end[n : n + k] = _int(df, "end_ns")
-            corr = _int(df, "correlation_id")
-            ext.add(f"{table}.correlation_id", corr)
-            key = api.pids.keys(_int(df, "global_pid") & GLOBAL_PID_MASK, corr, add=False)
+    for i in range(0, n, CHUNK_ROWS):  # chunks: small temporaries
+        stop = min(i + CHUNK_ROWS, n)
+        key, start = g.key[i:stop], g.start[i:stop]
+        hit = key >= 0
+        w = np.zeros(len(key), np.int64)
+        if len(api.keys):
             at = np.searchsorted(api.keys, key)
             np.minimum(at, len(api.keys) - 1, out=at)
-            hit = (corr >= 0) & (key >= 0)
-            if len(api.keys):
-                hit &= api.keys[at] == key
-                w = np.where(hit, api.key_window[at], 0)
-            else:
-                hit[:] = False
-                w = np.zeros(k, np.int64)
-            miss = ~hit
-            w[miss] = np.searchsorted(edges, start[miss], side="right")
-            window[n : n + k] = w
-            launched[n : n + k] = hit
-            if kind == "kernel":
-                short, long_ = _int(df, "short_id"), _int(df, "demangled_id")
-                names["name"].append(pd.unique(np.where(short >= 0, short, long_)))
-                names["long_name"].append(pd.unique(np.where(long_ >= 0, long_, short)))
-            elif kind == "memcpy":
-                copy_kinds.append(np.unique(_int(df, "copy_kind")))
-            n += k
-        rows = rid.rows()
-        if rows.n:
-            tables.append(GpuTable(rows, kind, n - rows.n))
-    isolated = intervals.isolated(g_start[:n], g_end[:n])
-    del g_start, g_end
-    template = _gpu_template(fits.result(), strings, tables, ext, names, copy_kinds)
-    return _GpuPlan(tables, window[:n], launched[:n], isolated, template)
+            hit &= api.keys[at] == key
+            kw = at // api.calls_per_window if api.key_window is None else api.key_window[at]
+            w[hit] = kw[hit]
+            del at, kw
+        else:
+            hit[:] = False
+        miss = ~hit
+        w[miss] = np.searchsorted(edges, start[miss], side="right")
+        window[i:stop] = w
+        launched[i:stop] = hit
+    g.key = api.keys = api.key_window = None  # the launch keys are done with: free them first
+    isolated = intervals.isolated(g.start[:n], g.end[:n])
+    g.start = g.end = None
+    template = _gpu_template(fits, strings, g.tables, g.ext, g.names, g.copy_kinds)
+    return _GpuPlan(g.tables, window, launched, isolated, template)
 
 
 def _gpu_template(

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from jlprof.engine import windows
 from jlprof.engine.correlate import correlate
 from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
@@ -305,3 +306,22 @@ def test_real_exports(real, size) -> None:
     windows = range(plan.n_windows) if size >= 1000 else sample(plan)
     check_windows(plan, whole, windows, False)
     check_windows(plan, whole, windows if size >= 1000 else windows[:8], True)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 16])
+def test_narrow_reads_by_small_chunks(rich, tmp_path, monkeypatch, chunk) -> None:
+    """The plan reads by rowid chunks (1M rows at scale): chunk edges inside windows, inside
+    rowid gaps and between processes change nothing."""
+    gaps = edited(
+        rich,
+        tmp_path / "gaps.sqlite",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE rowid IN (2, 3, 4, 5, 6, 11)",
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN (1, 4, 9, 10)",
+    )
+    monkeypatch.setattr(windows, "CHUNK_ROWS", chunk)
+    for path in (rich, gaps):
+        whole = whole_of(path)
+        for size in (1, 4, 1000):
+            plan = plan_windows(path, size)
+            check_plan(plan, whole)
+            check_windows(plan, whole, range(plan.n_windows), False)
