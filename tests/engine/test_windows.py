@@ -325,3 +325,24 @@ def test_narrow_reads_by_small_chunks(rich, tmp_path, monkeypatch, chunk) -> Non
             plan = plan_windows(path, size)
             check_plan(plan, whole)
             check_windows(plan, whole, range(plan.n_windows), False)
+
+
+def test_columns_past_int32_stay_int64_in_every_window(rich, tmp_path) -> None:
+    """int32 or int64 is decided from the whole column, also for windows that hold no big
+    value."""
+    big = 1 << 33
+    path = edited(
+        rich,
+        tmp_path / "big.sqlite",
+        f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = {big} WHERE rowid = 2",
+        f"UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = {big} WHERE rowid = 1",
+        f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET eventClass = {big} WHERE rowid = 1",
+    )
+    whole = whole_of(path)
+    gpu, api = whole.trace.gpu, whole.trace.api
+    assert gpu["grid_x"].dtype == gpu["bytes"].dtype == api["event_class"].dtype == np.int64
+    assert gpu["grid_y"].dtype == api["correlation_id"].dtype == np.int32
+    plan = plan_windows(path, 3)
+    check_plan(plan, whole)
+    for cx in (False, True):
+        check_windows(plan, whole, range(plan.n_windows), cx)
