@@ -82,7 +82,7 @@ from jlprof.engine.read import (
 from jlprof.engine.trace import API_COLUMNS, GLOBAL_PID_MASK, GPU_COLUMNS, empty_frame
 from jlprof.errors import InputError
 
-CHUNK_ROWS = 1 << 20  # rowids a narrow read of the plan covers: ~40 MB of int64 columns
+CHUNK_ROWS = 1 << 18  # rowids a narrow read of the plan covers (~10 MB a column at most)
 SPAN_GAP = 32  # a window's GPU rows further apart than this are read by separate pieces
 SPAN_MIN = 8  # fewer of a window's rows than this in a piece: read by rowid list
 LIST_MAX = 20_000  # rowids in one ``IN (...)`` list

@@ -310,7 +310,7 @@ def test_real_exports(real, size) -> None:
 
 @pytest.mark.parametrize("chunk", [1, 3, 16])
 def test_narrow_reads_by_small_chunks(rich, tmp_path, monkeypatch, chunk) -> None:
-    """The plan reads by rowid chunks (1M rows at scale): chunk edges inside windows, inside
+    """The plan reads by rowid chunks (262,144 rows at scale): chunk edges inside windows, inside
     rowid gaps and between processes change nothing."""
     gaps = edited(
         rich,
