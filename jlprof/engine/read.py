@@ -404,7 +404,27 @@ class _Select:
 
     @property
     def sql(self) -> str:
-        return f"SELECT {', '.join(self.exprs)} FROM {self.table}"
+        return f"SELECT {', '.join(self.exprs)} FROM {self.table}{self.tail}"
+
+    tail = ""  # a WHERE/ORDER BY clause (:meth:`where`); the whole read has none
+
+    def only(self, *names: str) -> _Select:
+        """A copy with the columns ``names`` alone: the same expressions and NULL defaults."""
+        out = _Select(self.table, self.avail)
+        for n in names:
+            i = self.names.index(n)
+            out.exprs.append(self.exprs[i])
+            out.names.append(n)
+            if n in self.fill:
+                out.fill[n] = self.fill[n]
+        return out
+
+    def where(self, clause: str) -> _Select:
+        """A copy reading the rows of ``clause`` (``WHERE ...``, ``ORDER BY ...``) only."""
+        out = _Select(self.table, self.avail)
+        out.exprs, out.names, out.fill = list(self.exprs), list(self.names), dict(self.fill)
+        out.tail = f" {clause}"
+        return out
 
 
 def _activity(table: str, avail: list[str]) -> _Select:
@@ -432,6 +452,12 @@ _KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 _COPIES = (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"), ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"))
 _API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 _NVTX = "NVTX_EVENTS"
+# the GPU tables in ``Trace.gpu``'s row order, each with its rows' kind
+_GPU_TABLES = ((_KERNELS, "kernel"), *_COPIES)
+GPU_CATEGORICAL = ("kind", "name", "long_name")
+API_CATEGORICAL = ("name",)
+UNKNOWN_KERNEL = "<unknown kernel>"
+UNKNOWN_API = "<unknown api>"
 
 
 def _kernel_select(conn: sqlite3.Connection) -> _Select:
@@ -492,51 +518,59 @@ def _start_event_tables(f: _Fetcher, selects: dict[str, _Select]) -> bool:
 
 def _read_gpu_work(f: _Fetcher, selects: dict[str, _Select], strings: StringTable) -> pd.DataFrame:
     parts = []
-    if _KERNELS in selects:
-        df = f.frame(selects[_KERNELS])
-        if len(df):
-            short, long_ = _int(df, "short_id"), _int(df, "demangled_id")
-            # the short name for display, the demangled one for evidence; each the other's
-            # fallback (an export may lack one of them)
-            name_id = np.where(short >= 0, short, long_)
-            long_id = np.where(long_ >= 0, long_, short)
-            del short, long_  # views of the columns dropped next: let their memory go
-            df = df.drop(columns=["short_id", "demangled_id"])
-            df["name"] = strings.categorical(name_id, "<unknown kernel>")
-            df["long_name"] = strings.categorical(long_id, "<unknown kernel>")
-            del name_id, long_id
-            df["kind"] = _const_cat("kernel", len(df))
-            parts.append(df)  # bytes and pageable: 0 (see _stack)
-    for table, kind in _COPIES:
-        if table not in selects:
-            continue
-        df = f.frame(selects[table])
-        if not len(df):
-            continue
-        if kind == "memcpy":
-            ck = _int(df, "copy_kind")
-            labels = np.array(
-                [
-                    schema.MEMCPY_KIND_NAMES.get(int(k), "[CUDA memcpy Unknown]")
-                    for k in np.unique(ck)
-                ],
-                dtype=object,
-            )
-            name = pd.Categorical.from_codes(
-                np.searchsorted(np.unique(ck), ck).astype(np.int32),
-                categories=pd.Index(labels, dtype=object),
-            )
-        else:
-            name = _const_cat(schema.MEMSET_NAME, len(df))
-        df["name"] = name
-        df["long_name"] = name
-        df["kind"] = _const_cat(kind, len(df))
-        parts.append(df.drop(columns=["copy_kind"]))  # launch dimensions: 0 (see _stack)
+    for table, kind in _GPU_TABLES:
+        if table in selects:
+            df = f.frame(selects[table])
+            if len(df):
+                parts.append(_gpu_part(df, kind, strings))
+    return _gpu_frame(parts)
+
+
+def _gpu_part(df: pd.DataFrame, kind: str, strings: StringTable) -> pd.DataFrame:
+    """One GPU activity table's rows (``kind``: kernel, memcpy, memset) with names and kind."""
+    if kind == "kernel":
+        short, long_ = _int(df, "short_id"), _int(df, "demangled_id")
+        # the short name for display, the demangled one for evidence; each the other's
+        # fallback (an export may lack one of them)
+        name_id = np.where(short >= 0, short, long_)
+        long_id = np.where(long_ >= 0, long_, short)
+        del short, long_  # views of the columns dropped next: let their memory go
+        df = df.drop(columns=["short_id", "demangled_id"])
+        df["name"] = strings.categorical(name_id, UNKNOWN_KERNEL)
+        df["long_name"] = strings.categorical(long_id, UNKNOWN_KERNEL)
+        del name_id, long_id
+        df["kind"] = _const_cat("kernel", len(df))
+        return df  # bytes and pageable: 0 (see _stack)
+    name = _memcpy_names(_int(df, "copy_kind")) if kind == "memcpy" else _memset_names(len(df))
+    df["name"] = name
+    df["long_name"] = name
+    df["kind"] = _const_cat(kind, len(df))
+    return df.drop(columns=["copy_kind"])  # launch dimensions: 0 (see _stack)
+
+
+def _memcpy_names(ck: np.ndarray) -> pd.Categorical:
+    """nsys's memcpy names of copy kinds ``ck``; categories in copy kind order."""
+    kinds = np.unique(ck)
+    labels = np.array(
+        [schema.MEMCPY_KIND_NAMES.get(int(k), "[CUDA memcpy Unknown]") for k in kinds],
+        dtype=object,
+    )
+    return pd.Categorical.from_codes(
+        np.searchsorted(kinds, ck).astype(np.int32), categories=pd.Index(labels, dtype=object)
+    )
+
+
+def _memset_names(n: int) -> pd.Categorical:
+    return _const_cat(schema.MEMSET_NAME, n)
+
+
+def _gpu_frame(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The GPU parts (kernels, memcpy, memset, each non-empty) as one ``Trace.gpu`` frame."""
     if not parts:
-        return empty_frame(GPU_COLUMNS, ("kind", "name", "long_name"))
+        return empty_frame(GPU_COLUMNS, GPU_CATEGORICAL)
     cols = {}
     for c in GPU_COLUMNS:
-        if c in ("kind", "name", "long_name"):
+        if c in GPU_CATEGORICAL:
             cols[c] = _concat_cats([p[c].array for p in parts])
         else:
             cols[c] = _stack(parts, c)
@@ -599,26 +633,32 @@ def _concat_cats(cats: list[pd.Categorical]) -> pd.Categorical:
 
 def _read_api(f: _Fetcher, selects: dict[str, _Select], strings: StringTable) -> pd.DataFrame:
     if _API not in selects:
-        return empty_frame(API_COLUMNS, ("name",))
+        return empty_frame(API_COLUMNS, API_CATEGORICAL)
     df = f.frame(selects[_API])
-    codes, uniq = pd.factorize(_int(df, "name_id"), sort=False)
-    stripped = np.array(
-        [
-            schema.strip_api_suffix(str(x))
-            for x in strings.lookup(np.asarray(uniq, np.int64), "<unknown api>")
-        ],
-        dtype=object,
-    )
-    name_codes, cats = pd.factorize(stripped, sort=False)
     # a new frame of the columns as they are: assigning them back to ``df`` copied each
     cols = {c: _int(df, c) for c in API_COLUMNS if c != "name"}
     cols["event_class"] = narrow(cols["event_class"])  # 0 runtime, 1 driver
     cols["correlation_id"] = narrow(cols["correlation_id"])
-    cols["name"] = pd.Categorical.from_codes(
+    cols["name"] = _api_names(_int(df, "name_id"), strings)
+    return pd.DataFrame({c: cols[c] for c in API_COLUMNS}, copy=False)
+
+
+def _api_names(name_id: np.ndarray, strings: StringTable) -> pd.Categorical:
+    """API call names of StringIds ``name_id``, CUPTI's version suffix stripped; categories
+    in first-seen order."""
+    codes, uniq = pd.factorize(name_id, sort=False)
+    stripped = np.array(
+        [
+            schema.strip_api_suffix(str(x))
+            for x in strings.lookup(np.asarray(uniq, np.int64), UNKNOWN_API)
+        ],
+        dtype=object,
+    )
+    name_codes, cats = pd.factorize(stripped, sort=False)
+    return pd.Categorical.from_codes(
         np.asarray(name_codes, np.int32)[codes],
         categories=pd.Index(np.asarray(cats, object), dtype=object),
     )
-    return pd.DataFrame({c: cols[c] for c in API_COLUMNS}, copy=False)
 
 
 def _read_nvtx(
@@ -834,24 +874,34 @@ def read_trace(
         return _read_trace(Path(path), use_connectorx, progress, work)
 
 
-def _read_trace(
-    path: Path, use_connectorx: bool | None, progress: Progress | None, work: bool = True
-) -> Trace:
+def damaged(path: Path, exc: sqlite3.DatabaseError) -> InputError:
+    """The one error for an export SQLite cannot read."""
+    return InputError(f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}")
+
+
+def open_export(path: Path) -> tuple[sqlite3.Connection, set[str]]:
+    """A connection to the nsys export ``path`` and its tables; one clear error otherwise."""
     check_database(path)
-    say = progress or (lambda _msg: None)
     try:
         conn = _connect(path)
         tabs = schema.tables(conn)
     except sqlite3.DatabaseError as exc:
+        raise damaged(path, exc) from exc
+    if not schema.has_export_tables(tabs):
+        conn.close()
         raise InputError(
-            f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}"
-        ) from exc
+            f"{path} is a SQLite database but not an nsys export (no StringIds/CUPTI/NVTX "
+            "tables). Give the file written by `nsys export --type sqlite`."
+        )
+    return conn, tabs
+
+
+def _read_trace(
+    path: Path, use_connectorx: bool | None, progress: Progress | None, work: bool = True
+) -> Trace:
+    say = progress or (lambda _msg: None)
+    conn, tabs = open_export(path)
     try:
-        if not schema.has_export_tables(tabs):
-            raise InputError(
-                f"{path} is a SQLite database but not an nsys export (no StringIds/CUPTI/NVTX "
-                "tables). Give the file written by `nsys export --type sqlite`."
-            )
         f = _Fetcher(path, conn, use_connectorx)
         strings = _read_strings(conn)
         say("reading GPU activities, CUDA API calls and NVTX ranges")
@@ -874,9 +924,7 @@ def _read_trace(
         gpus = _read_gpus(conn, tabs)
         meta = _read_meta(conn, tabs)
     except sqlite3.DatabaseError as exc:
-        raise InputError(
-            f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}"
-        ) from exc
+        raise damaged(path, exc) from exc
     finally:
         conn.close()
     release_reader_memory()  # the Arrow buffers and the reader threads' heaps

@@ -1,0 +1,53 @@
+"""``jlprof --windowed``: the windowed engine's files equal the whole-trace run's, byte for byte.
+
+Each export is analysed twice by the command line, ``--windowed false`` (the whole trace)
+and ``--windowed true`` with windows of a few calls (every iteration edge a window edge),
+and every report file is compared as bytes: CSV and JSON, all eight reports. Exports whose
+analysis needs every row (PyTorch markers) fall back to the whole trace and say so.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jlprof.cli import main
+from jlprof.engine import windowed_run
+from tests.fixtures.loops import small_training_export
+from tests.fixtures.scenarios import KEY_NODE, cpu_only_db, real_traces, rich_db
+
+
+def _exports(tmp_path):
+    yield rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE
+    yield cpu_only_db().write(tmp_path / "cpu.sqlite"), None
+    for path in real_traces():
+        yield path, None
+
+
+def _run(db, key, out, windowed: str) -> None:
+    args = [f"--database={db}", "--reports=all", "--formats=csv,json", "--dldb=false",
+            f"--output_path={out}", "-f", "true", "-v", "quiet", f"--windowed={windowed}"]  # fmt: skip
+    if key:
+        args.append(f"--key_node={key}")
+    assert main(args) == 0
+
+
+@pytest.mark.parametrize("calls", [3, 1000])
+def test_windowed_files_are_the_whole_runs(tmp_path, monkeypatch, calls):
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", calls)
+    for n, (db, key) in enumerate(_exports(tmp_path)):
+        whole, win = tmp_path / f"whole{n}", tmp_path / f"win{n}"
+        _run(db, key, whole, "false")
+        _run(db, key, win, "true")
+        names = sorted(p.name for p in whole.iterdir())
+        assert names == sorted(p.name for p in win.iterdir()), db
+        assert any(name.endswith("iteration.csv") for name in names)
+        for name in names:
+            assert (win / name).read_bytes() == (whole / name).read_bytes(), (db, name)
+
+
+def test_pytorch_markers_fall_back_to_the_whole_trace(tmp_path, capsys):
+    db = small_training_export(tmp_path / "loop.sqlite", steps=4)
+    main([f"--database={db}", "--reports=kernel", "--dldb=false", f"--output_path={tmp_path}",
+          "--windowed=true", "-v", "detailed"])  # fmt: skip
+    assert "reading the whole trace: PyTorch markers" in capsys.readouterr().err
+    assert (tmp_path / "dlprof_kernel.csv").exists()
