@@ -594,6 +594,7 @@ class WindowReader:
         self.f = _Fetcher(plan.path, self.conn, plan.use_connectorx)
         self.gpu_rows_read = 0  # GPU rows SQLite handed back, kept or not
         self.gpu_rows_kept = 0
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jlprof-window-api")
 
     def __enter__(self) -> WindowReader:
         return self
@@ -602,6 +603,7 @@ class WindowReader:
         self.close()
 
     def close(self) -> None:
+        self.pool.shutdown()
         self.conn.close()
 
     def read(self, w: int) -> WindowTrace:
@@ -611,9 +613,14 @@ class WindowReader:
             raise IndexError(f"window {w} of {plan.n_windows}")
         try:
             with small_pages():
-                api_index, api = self._api(w)
+                # the calls on a connection of their own, in a thread, while this one reads
+                # the GPU rows (connectorx and SQLite read outside the GIL)
+                api_read = self.pool.submit(self._api, w)
                 gpu_index = plan.gpu_rows(w).astype(np.int64)
-                gpu = self._gpu(gpu_index)
+                try:
+                    gpu = self._gpu(gpu_index)
+                finally:
+                    api_index, api = api_read.result()
         except sqlite3.DatabaseError as exc:
             raise damaged(plan.path, exc) from exc
         return WindowTrace(
@@ -633,7 +640,11 @@ class WindowReader:
             return index, plan.api_template.copy()
         a, b = plan.api.rowid(lo), plan.api.rowid(hi - 1)
         q = plan.selects[_API].where(f"WHERE rowid BETWEEN {a} AND {b} ORDER BY rowid")
-        df = _read_api(self.f, {_API: q}, plan.strings)
+        conn = _connect(plan.path)  # this thread's own (a connection stays in its thread)
+        try:
+            df = _read_api(_Fetcher(plan.path, conn, plan.use_connectorx), {_API: q}, plan.strings)
+        finally:
+            conn.close()
         if len(df) != hi - lo:
             raise _changed(plan.path, _API)
         return index, _conform(df, plan.api_template)
