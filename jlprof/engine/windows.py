@@ -35,8 +35,13 @@ more than twice the GPU rows it keeps; ``WindowReader.gpu_rows_read`` / ``gpu_ro
 give the measured ratio.
 
 The plan's narrow reads go by rowid chunks of :data:`CHUNK_ROWS` (ids, correlation ids,
-processes, times; kernel name ids and copy kinds for the categories); whether a narrowed
-GPU column fits int32 comes from one SQL ``min``/``max`` scan of the columns not read.
+processes, times; kernel name ids and copy kinds for the categories), the GPU tables' in a
+thread beside the API table's; whether a narrowed GPU column fits int32 comes from a SQL
+``min``/``max`` scan of the columns not read, in a third thread. At 10M kernels the plan
+peaks at ~0.7 GB (``intervals.isolated`` over every GPU row's times) and keeps ~0.1 GB:
+per GPU row its window (int32), ``launched``, ``isolated`` and its place in
+``gpu_order`` (int32). A window's read holds one window's frames (~0.35 GB at 1M calls).
+Within a window the API calls are read in a thread of their own while the GPU rows are read.
 """
 
 from __future__ import annotations
@@ -594,6 +599,7 @@ class WindowReader:
         self.f = _Fetcher(plan.path, self.conn, plan.use_connectorx)
         self.gpu_rows_read = 0  # GPU rows SQLite handed back, kept or not
         self.gpu_rows_kept = 0
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jlprof-window-api")
 
     def __enter__(self) -> WindowReader:
         return self
@@ -602,6 +608,7 @@ class WindowReader:
         self.close()
 
     def close(self) -> None:
+        self.pool.shutdown()
         self.conn.close()
 
     def read(self, w: int) -> WindowTrace:
@@ -611,9 +618,14 @@ class WindowReader:
             raise IndexError(f"window {w} of {plan.n_windows}")
         try:
             with small_pages():
-                api_index, api = self._api(w)
+                # the calls on a connection of their own, in a thread, while this one reads
+                # the GPU rows (connectorx and SQLite read outside the GIL)
+                api_read = self.pool.submit(self._api, w)
                 gpu_index = plan.gpu_rows(w).astype(np.int64)
-                gpu = self._gpu(gpu_index)
+                try:
+                    gpu = self._gpu(gpu_index)
+                finally:
+                    api_index, api = api_read.result()
         except sqlite3.DatabaseError as exc:
             raise damaged(plan.path, exc) from exc
         return WindowTrace(
@@ -633,7 +645,11 @@ class WindowReader:
             return index, plan.api_template.copy()
         a, b = plan.api.rowid(lo), plan.api.rowid(hi - 1)
         q = plan.selects[_API].where(f"WHERE rowid BETWEEN {a} AND {b} ORDER BY rowid")
-        df = _read_api(self.f, {_API: q}, plan.strings)
+        conn = _connect(plan.path)  # this thread's own (a connection stays in its thread)
+        try:
+            df = _read_api(_Fetcher(plan.path, conn, plan.use_connectorx), {_API: q}, plan.strings)
+        finally:
+            conn.close()
         if len(df) != hi - lo:
             raise _changed(plan.path, _API)
         return index, _conform(df, plan.api_template)

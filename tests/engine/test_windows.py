@@ -278,6 +278,12 @@ def test_bad_input(tmp_path, rich) -> None:
         plan_windows(rich, 0)
     with pytest.raises(InputError, match="no such file"):
         plan_windows(tmp_path / "missing.sqlite", 10)
+    plain = tmp_path / "plain.sqlite"
+    with sqlite3.connect(plain) as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    con.close()
+    with pytest.raises(InputError, match="not an nsys export"):
+        plan_windows(plain, 10)
 
 
 def test_a_changed_export_is_refused(rich, tmp_path) -> None:
