@@ -264,11 +264,37 @@ def load_windowed(
         progress=progress,
     )
     lo, hi = check_range(run.iterations.count, iter_start, iter_stop)
-    early: dict[str, list] = {}
     say = progress or (lambda _m: None)
     from contextlib import nullcontext
 
+    from jlprof.engine.windowed import CarryBroken
+    from jlprof.engine.windowed_run import Unsuitable
+
     files = iteration_files() if iteration_files is not None else nullcontext((None, []))
+    try:
+        early = _windows(run, files, lo, hi, say, tables)
+    except CarryBroken as exc:  # no file was kept: the whole path starts again
+        raise Unsuitable(str(exc)) from exc
+    trace, c, m = run.finish()
+    prof = Profile(
+        trace,
+        key_node=key_node,
+        iter_start=iter_start,
+        iter_stop=iter_stop,
+        domains=domains,
+        mode=mode,
+        profile_name=profile_name,
+        progress=progress,
+        correlated=(c, m),
+    )
+    prof.written_early = early
+    return prof
+
+
+def _windows(run, files, lo: int, hi: int, say, tables) -> dict[str, list]:
+    """Read and correlate every window of ``run``, writing the iteration report's rows
+    (iterations ``lo..hi``) into ``files`` as they come; the reports written, by name."""
+    early: dict[str, list] = {}
     with files as (write, paths):
         ops = None
         for k, (win, res) in enumerate(run.windows()):
@@ -285,20 +311,7 @@ def load_windowed(
             del win, res
         if paths:
             early["iteration"] = paths
-    trace, c, m = run.finish()
-    prof = Profile(
-        trace,
-        key_node=key_node,
-        iter_start=iter_start,
-        iter_stop=iter_stop,
-        domains=domains,
-        mode=mode,
-        profile_name=profile_name,
-        progress=progress,
-        correlated=(c, m),
-    )
-    prof.written_early = early
-    return prof
+    return early
 
 
 __all__ = [

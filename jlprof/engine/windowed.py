@@ -43,6 +43,11 @@ from jlprof.engine.ranges import Ranges, calls_in_ranges
 from jlprof.engine.trace import Trace
 
 
+class CarryBroken(Exception):
+    """A window's GPU work starts before an earlier window said later work would: the trace
+    breaks the rule windows rely on (GPU work never starts before its launching call)."""
+
+
 @dataclass
 class Window:
     """One window's rows, with every column of ``Trace.api`` / ``Trace.gpu``."""
@@ -149,12 +154,19 @@ class WorkPass:
         self.calls = _Synthetic()  # calls of synthetic instances: the host's busy time
         self.api_names = pd.Index([], dtype=object)
         self.gpu_names = pd.Index([], dtype=object)
+        self.promised = np.iinfo(np.int64).min  # no later GPU row starts before it
         self.t_first = np.iinfo(np.int64).max
         self.t_last = np.iinfo(np.int64).min
 
     def add(self, w: Window) -> WindowResult:
         """Correlate one window's calls and GPU rows and add their figures."""
         api, gpu = w.api, w.gpu
+        if len(gpu) and int(gpu["start_ns"].min()) < self.promised:
+            raise CarryBroken(
+                "GPU work starts before the calls of an earlier window: the union of a range's "
+                "GPU work cannot be carried between windows"
+            )
+        self.promised = max(self.promised, w.next_start_ns)
         a_tid = api["global_tid"].to_numpy(np.int64)
         a_start = api["start_ns"].to_numpy(np.int64)
         a_end = api["end_ns"].to_numpy(np.int64)

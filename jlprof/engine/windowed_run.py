@@ -36,6 +36,7 @@ from jlprof.errors import AnalysisError
 #: API calls a window holds at most (more when one iteration alone has more): ~0.1 GB of
 #: window frames and ~0.3 GB of correlation temporaries at 1M
 WINDOW_CALLS = 1 << 20
+BIG = np.iinfo(np.int64).max
 
 
 class Unsuitable(Exception):
@@ -81,12 +82,7 @@ class WindowedRun:
             raise Unsuitable("the key node is not a range: the whole path explains") from None
         self.iterations: Iterations = find_iterations(c_r, self.key_node)
         say("planning windows of API calls")
-        self.plan = plan_windows(
-            self.path,
-            calls_per_window,
-            cuts_ns=self.iterations.bounds_ns[1:-1],
-            use_connectorx=use_connectorx,
-        )
+        self.plan = plan_windows(self.path, calls_per_window, use_connectorx=use_connectorx)
         self.work = WorkPass(self.ranges, self.iterations, n_gpu=self.plan.n_gpu)
 
     @property
@@ -99,7 +95,9 @@ class WindowedRun:
         from jlprof.engine.windows import WindowReader
 
         plan = self.plan
-        later = plan.later_start_ns()  # no GPU row of a later window starts before it
+        # no GPU row of a later window starts before its earliest call (GPU work never starts
+        # before its launch; the work pass checks it as the windows come)
+        later = np.append(np.minimum.accumulate(plan.window_start_ns[::-1])[::-1][1:], BIG)
         with WindowReader(plan) as reader:
             for w in range(plan.n_windows):
                 wt = reader.read(w)
@@ -117,12 +115,14 @@ class WindowedRun:
     def finish(self) -> tuple[Trace, Correlated, InstanceMetrics]:
         """The trace's small frames (its API and GPU frames empty) with the read's warnings,
         and the assembled correlation, once every window is in."""
-        from jlprof.engine.read import trace_warnings
+        from jlprof.engine.read import open_export, trace_warnings
 
         plan = self.plan
         trace = self.small
+        conn, tabs = open_export(self.path)
+        conn.close()
         trace.warnings = trace_warnings(
-            plan.tables, plan.n_gpu, len(trace.nvtx), plan.n_api,
+            tabs, plan.n_gpu, len(trace.nvtx), plan.n_api,
             plan.api_template["name"].cat.categories,
         )  # fmt: skip
         c, m = assemble(trace, self.nv, self.work)
