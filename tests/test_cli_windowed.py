@@ -13,19 +13,21 @@ import pytest
 from jlprof.cli import main
 from jlprof.engine import windowed_run
 from tests.fixtures.loops import small_training_export
-from tests.fixtures.scenarios import KEY_NODE, cpu_only_db, real_traces, rich_db
+from tests.fixtures.scenarios import KEY_NODE, cpu_only_db, real_data_dir, real_traces, rich_db
 
 
 def _exports(tmp_path):
     yield rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE
     yield cpu_only_db().write(tmp_path / "cpu.sqlite"), None
+    yield small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"
     for path in real_traces():
         yield path, None
 
 
 def _run(db, key, out, windowed: str) -> None:
     args = [f"--database={db}", "--reports=all", "--formats=csv,json", "--dldb=false",
-            f"--output_path={out}", "-f", "true", "-v", "quiet", f"--windowed={windowed}"]  # fmt: skip
+            f"--output_path={out}", "-f", "true", "-v", "quiet",
+            f"--windowed={windowed}"]  # fmt: skip
     if key:
         args.append(f"--key_node={key}")
     assert main(args) == 0
@@ -46,7 +48,7 @@ def test_windowed_files_are_the_whole_runs(tmp_path, monkeypatch, calls):
 
 
 def test_pytorch_markers_fall_back_to_the_whole_trace(tmp_path, capsys):
-    db = small_training_export(tmp_path / "loop.sqlite", steps=4)
+    (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
     main([f"--database={db}", "--reports=kernel", "--dldb=false", f"--output_path={tmp_path}",
           "--windowed=true", "-v", "detailed"])  # fmt: skip
     assert "reading the whole trace: PyTorch markers" in capsys.readouterr().err

@@ -58,7 +58,7 @@ class WindowedRun:
         use_connectorx: bool | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        from jlprof.engine.windows import plan_windows
+        from jlprof.engine.windows import Misplaced, plan_windows
 
         say = progress or (lambda _m: None)
         self.path = Path(path)
@@ -82,7 +82,15 @@ class WindowedRun:
             raise Unsuitable("the key node is not a range: the whole path explains") from None
         self.iterations: Iterations = find_iterations(c_r, self.key_node)
         say("planning windows of API calls")
-        self.plan = plan_windows(self.path, calls_per_window, use_connectorx=use_connectorx)
+        try:
+            self.plan = plan_windows(
+                self.path,
+                calls_per_window,
+                cuts_ns=self.iterations.bounds_ns[1:-1],
+                use_connectorx=use_connectorx,
+            )
+        except Misplaced as exc:
+            raise Unsuitable(str(exc)) from None
         self.work = WorkPass(self.ranges, self.iterations, n_gpu=self.plan.n_gpu)
 
     @property

@@ -146,6 +146,8 @@ class LaunchPlan:
     selects: dict[str, _Select]
     gpu_order: np.ndarray = field(repr=False)  # GPU rows sorted by window (stable)
     gpu_bounds: np.ndarray = field(repr=False)  # window w's rows: gpu_order[b[w]:b[w+1]]
+    api_edges: np.ndarray | None = None  # windows of whole iterations: window w's API rows
+    # are api_edges[w] .. api_edges[w + 1] - 1 (None: windows of calls_per_window calls)
 
     @property
     def n_api(self) -> int:
@@ -157,6 +159,8 @@ class LaunchPlan:
 
     def api_rows(self, w: int) -> tuple[int, int]:
         """Window ``w``'s API row positions ``[lo, hi)``."""
+        if self.api_edges is not None:
+            return int(self.api_edges[w]), int(self.api_edges[w + 1])
         c = self.calls_per_window
         return min(w * c, self.n_api), min((w + 1) * c, self.n_api)
 
@@ -178,16 +182,32 @@ class WindowTrace:
 
 
 def plan_windows(
-    path: str | Path, calls_per_window: int, *, use_connectorx: bool | None = None
+    path: str | Path,
+    calls_per_window: int,
+    *,
+    cuts_ns: np.ndarray | None = None,
+    use_connectorx: bool | None = None,
 ) -> LaunchPlan:
-    """The launch plan of ``path`` with windows of ``calls_per_window`` API calls."""
+    """The launch plan of ``path`` with windows of ``calls_per_window`` API calls; with
+    ``cuts_ns`` (iteration bounds, :attr:`Iterations.bounds_ns` ``[1:-1]``) windows of whole
+    iterations instead, of at most ``calls_per_window`` calls unless one iteration alone has
+    more (see :class:`Misplaced`)."""
     if calls_per_window < 1:
         raise ValueError(f"calls_per_window must be at least 1, not {calls_per_window}")
+    cuts = None if cuts_ns is None else np.asarray(cuts_ns, np.int64)
     with small_pages():  # as read_trace: no huge-page stalls on first touch
-        return _plan_windows(Path(path), calls_per_window, use_connectorx)
+        return _plan_windows(Path(path), calls_per_window, use_connectorx, cuts)
 
 
-def _plan_windows(path: Path, calls_per_window: int, use_connectorx: bool | None) -> LaunchPlan:
+class Misplaced(Exception):
+    """Windows of whole iterations cannot hold this export: a call stored among the calls of
+    a later window (nsys stores a few calls late) launched GPU work, which then belongs to
+    neither window's iterations."""
+
+
+def _plan_windows(
+    path: Path, calls_per_window: int, use_connectorx: bool | None, cuts: np.ndarray | None
+) -> LaunchPlan:
     conn, tabs = open_export(path)
     try:
         f = _Fetcher(path, conn, use_connectorx)
@@ -200,10 +220,10 @@ def _plan_windows(path: Path, calls_per_window: int, use_connectorx: bool | None
         with ThreadPoolExecutor(max_workers=2) as pool:
             gpu_read = pool.submit(_read_gpu, path, use_connectorx, selects, pids)
             fits = pool.submit(_gpu_fits, path, selects)
-            api = _plan_api(f, selects.get(_API), strings, calls_per_window, pids)
+            api = _plan_api(f, selects.get(_API), strings, calls_per_window, pids, cuts)
             gpu_rows = gpu_read.result()
             release_reader_memory()  # the narrow reads' Arrow buffers, before isolated's peak
-            gpu = _plan_gpu(gpu_rows, strings, api, fits.result())
+            gpu = _plan_gpu(gpu_rows, strings, api, fits.result(), cuts)
             del gpu_rows
     except sqlite3.DatabaseError as exc:
         raise damaged(path, exc) from exc
@@ -231,6 +251,7 @@ def _plan_windows(path: Path, calls_per_window: int, use_connectorx: bool | None
         selects=selects,
         gpu_order=order,
         gpu_bounds=bounds,
+        api_edges=api.edges,
     )
 
 
@@ -330,10 +351,19 @@ class _ApiPlan:
     # ``keys`` is every call's key, in row order: the window is the key's position // c)
     pids: _Pids
     template: pd.DataFrame
+    edges: np.ndarray | None = None  # windows of whole iterations: their first API rows
+    pos_window: np.ndarray | None = None  # and each call's window (row order)
+    it_window: np.ndarray | None = None  # and each iteration's window
+    misplaced: np.ndarray | None = None  # per key (as ``keys``): its call is misplaced
 
 
 def _plan_api(
-    f: _Fetcher, q: _Select | None, strings: StringTable, calls_per_window: int, pids: _Pids
+    f: _Fetcher,
+    q: _Select | None,
+    strings: StringTable,
+    calls_per_window: int,
+    pids: _Pids,
+    cuts: np.ndarray | None = None,
 ) -> _ApiPlan:
     """API windows, their start times, the launch keys and ``Trace.api``'s dtypes."""
     if q is None:
@@ -346,15 +376,20 @@ def _plan_api(
             np.zeros(0, np.int32),
             pids,
             empty_frame(API_COLUMNS, API_CATEGORICAL),
+            *_no_calls(cuts),
         )
     c = calls_per_window
     rid, ext = _RowIds(q.table), _Extremes()
     keys = np.empty(f.rows_at_most(q.table) or 0, np.int64)  # filled up to rid.n
     name_ids, starts = [], []
+    n_max = len(keys)
+    its = _Iterations(cuts, n_max) if cuts is not None else None
     narrow_q = q.only("start_ns", "global_tid", "correlation_id", "name_id", "event_class")
     for df in _chunks(f, narrow_q):
         pos = rid.n
         rid.add(_int(df, "row_id"))
+        if its is not None:
+            its.add(pos, _int(df, "start_ns"))
         corr = _int(df, "correlation_id")
         ext.add("correlation_id", corr)
         ext.add("event_class", _int(df, "event_class"))
@@ -366,16 +401,23 @@ def _plan_api(
         cuts = np.maximum(np.arange(w0, w1 + 1, dtype=np.int64) * c - pos, 0)
         starts.append((w0, np.minimum.reduceat(start, cuts)))
     rows = rid.rows()
-    n_windows = max(1, -(-rows.n // c))
-    window_start = np.full(n_windows, np.iinfo(np.int64).max)
-    for w0, mins in starts:
-        np.minimum.at(window_start, np.arange(w0, w0 + len(mins)), mins)
+    if its is not None:
+        edges, pos_window, it_window, window_start, wrong = its.windows(rows.n, c)
+        n_windows = len(edges) - 1
+    else:
+        n_windows = max(1, -(-rows.n // c))
+        window_start = np.full(n_windows, np.iinfo(np.int64).max)
+        for w0, mins in starts:
+            np.minimum.at(window_start, np.arange(w0, w0 + len(mins)), mins)
+        edges = pos_window = it_window = wrong = None
     all_keys = keys[: rows.n]
     del keys
     pos_dtype = index_dtype(max(n_windows, 1))
+    misplaced = None
     if len(all_keys) < 2 or bool((all_keys[1:] > all_keys[:-1]).all()):
         uniq = all_keys  # one call per key, in key order (one process: the usual case)
-        key_window = None
+        key_window = pos_window
+        misplaced = wrong
     else:  # the first call of each key, as correlate's stable search finds it
         order = np.argsort(all_keys, kind="stable")
         sk = all_keys[order]
@@ -384,14 +426,67 @@ def _plan_api(
         head[1:] = sk[1:] != sk[:-1]
         uniq, first = sk[head], order[head]
         del sk, order, head
-        key_window = (first // c).astype(pos_dtype)
+        key_window = (first // c).astype(pos_dtype) if pos_window is None else pos_window[first]
+        misplaced = None if wrong is None else wrong[first]
         del first
     seen = pd.unique(np.concatenate(name_ids)) if name_ids else np.zeros(0, np.int64)
     dtypes = {c_: np.int64 for c_ in API_COLUMNS}
     for col in ("correlation_id", "event_class"):
         dtypes[col] = np.int32 if ext.fits(col) else np.int64
     template = _template(API_COLUMNS, dtypes, {"name": _api_names(seen, strings)})
-    return _ApiPlan(rows, c, n_windows, window_start, uniq, key_window, pids, template)
+    return _ApiPlan(
+        rows, c, n_windows, window_start, uniq, key_window, pids, template,
+        edges, pos_window, it_window, misplaced,
+    )  # fmt: skip
+
+
+def _no_calls(cuts: np.ndarray | None) -> tuple:
+    """The iteration fields of an export without API calls: one window of every iteration."""
+    if cuts is None:
+        return (None, None, None, None)
+    return (np.zeros(2, np.int64), np.zeros(0, np.int32), np.zeros(len(cuts) + 1, np.int32), None)
+
+
+class _Iterations:
+    """Each call's iteration (``searchsorted(cuts, start)``) met chunk by chunk, then the
+    windows of whole iterations. Calls are stored in start order but for a few stored late
+    (started earlier): a call goes with the latest iteration met so far in row order (its
+    running maximum), so windows stay row ranges; a late call whose own iteration then falls
+    in an earlier window is *misplaced* (harmless unless it launched GPU work)."""
+
+    def __init__(self, cuts: np.ndarray, n: int) -> None:
+        self.cuts = cuts
+        self.it = np.empty(n, np.int32)
+        self.run = np.empty(n, np.int32)
+        self.top = 0
+        self.low = np.full(len(cuts) + 1, np.iinfo(np.int64).max)  # earliest start per run it
+
+    def add(self, pos: int, start: np.ndarray) -> None:
+        it = np.searchsorted(self.cuts, start, side="right").astype(np.int32)
+        run = np.maximum.accumulate(np.maximum(it, self.top))
+        self.it[pos : pos + len(it)] = it
+        self.run[pos : pos + len(it)] = run
+        if len(run):
+            self.top = int(run[-1])
+        np.minimum.at(self.low, run, start)
+
+    def windows(self, n: int, calls: int) -> tuple:
+        """(first API row of each window and the end, each call's window, each iteration's
+        window, each window's earliest call start, each call misplaced or None)."""
+        from jlprof.engine.aggregate import row_windows
+
+        run, it = self.run[:n], self.it[:n]
+        counts = np.bincount(run, minlength=len(self.cuts) + 1)
+        wins = row_windows(counts, calls)
+        it_window = np.zeros(len(counts), np.int32)
+        for k, (a, b) in enumerate(wins):
+            it_window[a:b] = k
+        ends = np.concatenate([[0], np.cumsum(counts)])
+        edges = np.array([ends[a] for a, _ in wins] + [n], np.int64)
+        pos_window = it_window[run]
+        start = np.array([self.low[a:b].min(initial=np.iinfo(np.int64).max) for a, b in wins])
+        wrong = it_window[it] != pos_window
+        return edges, pos_window, it_window, start, (wrong if wrong.any() else None)
 
 
 @dataclass
@@ -467,7 +562,11 @@ def _read_gpu(
 
 
 def _plan_gpu(
-    g: _GpuRead, strings: StringTable, api: _ApiPlan, fits: dict[str, dict[str, bool]]
+    g: _GpuRead,
+    strings: StringTable,
+    api: _ApiPlan,
+    fits: dict[str, dict[str, bool]],
+    cuts: np.ndarray | None = None,
 ) -> _GpuPlan:
     """Each GPU row's launch window and ``isolated``, and ``Trace.gpu``'s dtypes."""
     n = g.n
@@ -486,15 +585,21 @@ def _plan_gpu(
             hit &= api.keys[at] == key
             kw = at // api.calls_per_window if api.key_window is None else api.key_window[at]
             w[hit] = kw[hit]
+            if api.misplaced is not None and bool(api.misplaced[at[hit]].any()):
+                raise Misplaced("a call stored among a later window's calls launched GPU work")
             del at, kw
         else:
             hit[:] = False
         miss = ~hit
-        w[miss] = np.searchsorted(edges, start[miss], side="right")
+        if cuts is not None and api.it_window is not None:  # by the iteration of its start
+            w[miss] = api.it_window[np.searchsorted(cuts, start[miss], side="right")]
+        else:
+            w[miss] = np.searchsorted(edges, start[miss], side="right")
         window[i:stop] = w
         launched[i:stop] = hit
         del key, start, hit, miss, w  # views of g.key and g.start: they must not outlive them
     g.key = api.keys = api.key_window = None  # the launch keys are done with: free them first
+    api.pos_window = api.misplaced = None
     isolated = intervals.isolated(g.start[:n], g.end[:n])
     g.start = g.end = None
     template = _gpu_template(fits, strings, g.tables, g.ext, g.names, g.copy_kinds)

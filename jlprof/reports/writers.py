@@ -192,11 +192,8 @@ def iteration_files(
     file whole or not at all: an error inside leaves none of them."""
     from contextlib import ExitStack
 
-    todo = {
-        f: t
-        for f in formats
-        if force or not (t := report_path(output, profile_name, "iteration", f)).exists()
-    }
+    targets = {f: report_path(output, profile_name, "iteration", f) for f in formats}
+    todo = {f: t for f, t in targets.items() if force or not t.exists()}
     with ExitStack() as files:
         streams = [
             STREAMS[fmt](files.enter_context(outputs.written_file(t, background=fmt != "parquet")))
