@@ -150,6 +150,7 @@ class _BlobParts(io.RawIOBase):
 
 
 BATCH_ROWS = 64 * 1024  # write_feather's default chunksize: the record batches of a whole frame
+PAD_BYTES = 64  # a sliced string column's data is written up to 64-byte padding (kArrowAlignment)
 
 
 class FrameParts:
@@ -170,11 +171,11 @@ class FrameParts:
         self._like = None if schema_like is None else schema_like.iloc[:0]
         self._schema = None if self._like is None else _arrow(self._like).schema
         self._writer = None
-        self._pending = None  # a table of fewer than BATCH_ROWS rows not written yet
+        self._pending: list = []  # tables of fewer than BATCH_ROWS rows in all, not written yet
+        self._pending_rows = 0
 
     def write(self, part: pd.DataFrame) -> None:
         """Append ``part``'s rows (the next rows of the frame)."""
-        import pyarrow as pa
 
         if self._like is None:
             self._like = part.iloc[:0]
@@ -189,20 +190,69 @@ class FrameParts:
                 "must have the frame's columns, dtypes and categories."
             )
         self.rows += len(part)
-        pending = table if self._pending is None else pa.concat_tables([self._pending, table])
-        while pending.num_rows >= BATCH_ROWS:
-            self._write_batch(pending.slice(0, BATCH_ROWS))
-            pending = pending.slice(BATCH_ROWS)
-        self._pending = pending
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows > BATCH_ROWS:  # joined once a batch is full, not per part
+            self._flush(final=False)
 
     def close(self) -> None:
-        """The last (short) batch and the file's footer."""
+        """The last batches and the file's footer."""
         if self._schema is None:  # no part: the schema_like frame's empty file
             self._schema = _arrow(self._like if self._like is not None else pd.DataFrame()).schema
-        if self._pending is not None and self._pending.num_rows:
-            self._write_batch(self._pending)
-        self._pending = None
+        self._flush(final=True)
         self._open().close()
+
+    def _flush(self, final: bool) -> None:
+        """Write the whole batches pending (and at the end the short last one).
+
+        A batch of a whole frame is a slice of its columns, and the IPC writer pads a sliced
+        string column's data to 64 bytes with the bytes that follow it (the next rows' text):
+        a batch is written as a slice of rows reaching at least 63 bytes into the following rows
+        of every such column, so a batch waits until those rows have arrived (or the end)."""
+        import pyarrow as pa
+
+        if not self._pending_rows:
+            return
+        pending = pa.concat_tables(self._pending)
+        while pending.num_rows > BATCH_ROWS or (final and pending.num_rows):
+            if pending.num_rows <= BATCH_ROWS:  # the last batch, to the frame's end
+                self._write_batch(pending.combine_chunks())
+                pending = pending.slice(pending.num_rows)
+                break
+            reach = self._padding_rows(pending.slice(BATCH_ROWS), final)
+            if reach is None:
+                break  # the following rows' text has not arrived yet
+            rows = pending.slice(0, BATCH_ROWS + reach).combine_chunks()
+            self._write_batch(rows.slice(0, BATCH_ROWS))
+            pending = pending.slice(BATCH_ROWS)
+        self._pending, self._pending_rows = [pending], pending.num_rows
+
+    def _padding_rows(self, after, final: bool) -> int | None:
+        """How many of the rows ``after`` a batch carry 63 bytes of every string column (all of
+        them at the frame's end; None when they are too few yet)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        need = 0
+        for i, field in enumerate(after.schema):
+            if not (
+                pa.types.is_string(field.type)
+                or pa.types.is_large_string(field.type)
+                or pa.types.is_binary(field.type)
+                or pa.types.is_large_binary(field.type)
+            ):
+                continue
+            head = after.column(i).slice(0, 4 * PAD_BYTES)  # most often enough rows
+            if (pc.sum(pc.binary_length(head)).as_py() or 0) < PAD_BYTES - 1:
+                head = after.column(i)
+            lengths = pc.fill_null(pc.binary_length(head), 0).to_numpy()
+            reached = (lengths.cumsum() >= PAD_BYTES - 1).argmax() if len(lengths) else 0
+            if lengths.sum() < PAD_BYTES - 1:
+                if not final:
+                    return None
+                reached = len(lengths) - 1
+            need = max(need, int(reached) + 1)
+        return need
 
     def _open(self):
         import pyarrow as pa
@@ -213,16 +263,14 @@ class FrameParts:
         return self._writer
 
     def _write_batch(self, rows) -> None:
-        (batch,) = rows.combine_chunks().to_batches(max_chunksize=BATCH_ROWS) or (None,)
-        self._open().write_batch(batch)
+        self._open().write_batch(rows.combine_chunks().to_batches()[0])
 
     def _check_categories(self, part: pd.DataFrame) -> None:
-        like = self._like
-        for col in like.columns:
-            want = like[col].dtype
-            if not isinstance(want, pd.CategoricalDtype) or col not in part.columns:
-                continue
-            got = part[col].dtype
+        got_dtypes = part.dtypes
+        for col, want in self._like.dtypes.items():
+            if not isinstance(want, pd.CategoricalDtype) or col not in got_dtypes.index:
+                continue  # a missing column is the schema check's
+            got = got_dtypes[col]
             if got is want:
                 continue
             same = (
