@@ -142,7 +142,12 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     dldb: list[InThread[Path]] = []  # DLProf's database, written while the engine computes
     if _windowed(args, db):
-        prof = _load_windowed(db, args, say, bar, reports, formats, out)
+        try:
+            prof = _load_windowed(db, args, say, bar, formats, out, dldb, "iteration" in reports)
+        except BaseException:
+            for job in dldb:
+                job.cancel()
+            raise
         if prof is not None:
             return _analysed(prof, args, say, bar, reports, formats, out, dldb, status)
     try:
@@ -263,12 +268,14 @@ def _load_windowed(
     args: argparse.Namespace,
     say: _Say,
     bar: StageProgress,
-    reports: list[str],
     formats: list[str],
     out: Path,
+    dldb: list[InThread[Path]],
+    iteration: bool,
 ):
     """The profile of ``db`` by the windowed engine, the iteration report written as its
-    windows are read; None when the export needs the whole-trace path (said why)."""
+    windows are read and DLProf's database beside them (a job in ``dldb``); None when the
+    export needs the whole-trace path (said why; no job started)."""
     from jlprof.engine.windowed_run import Unsuitable
     from jlprof.profile import load_windowed
     from jlprof.reports.writers import iteration_files
@@ -286,11 +293,23 @@ def _load_windowed(
             mode=args.mode,
             profile_name=args.profile_name,
             progress=bar,
-            iteration_files=files if "iteration" in reports else None,
+            iteration_files=files if iteration else None,
+            on_run=lambda run: dldb.extend(_start_windowed_dldb(run, db, out, args, say)),
         )
     except Unsuitable as why:
         say(f"reading the whole trace: {why}", "detailed")
         return None
+
+
+def _start_windowed_dldb(
+    run, source: Path, out: Path, args: argparse.Namespace, say: _Say
+) -> list[InThread[Path]]:
+    """:func:`_start_dldb` for the windowed engine: the database read again part by part
+    (``WindowedRun.write_dldb``) in a thread beside the windows."""
+    target = _dldb_target(source, out, args, say)
+    if target is None:
+        return []
+    return [InThread(lambda check: run.write_dldb(target, "--output_path", check), "jlprof-dldb")]
 
 
 def _start_dldb(
@@ -300,22 +319,30 @@ def _start_dldb(
     trace for fast re-analysis with ``--database`` (jlprof's content, see engine/store.py).
     Started in a thread as soon as the trace is read: it needs nothing of the analysis, and
     writing it (~0.4 s at 1M kernels, ~4 s at 10M) overlaps the correlation."""
-    if not args.dldb:
-        return []
-    target = report_path(out, args.profile_name, "dldb", "sqlite")
-    if target.exists() and target.resolve() == source.resolve():
-        return []  # re-analysing the database itself
-    if args.mode == "simple":  # §3.1: no viewer files in simple mode (given, never defaulted)
-        say(f"not writing {target.name}: simple mode creates no DLProf database", "detailed")
-        return []
-    if target.exists() and not args.force:
-        say(f"kept the existing {target}; use -f true to overwrite", "detailed")
+    target = _dldb_target(source, out, args, say)
+    if target is None:
         return []
     from jlprof.engine.store import save_trace
 
     return [
         InThread(lambda check: save_trace(trace, target, "--output_path", check), "jlprof-dldb")
     ]
+
+
+def _dldb_target(source: Path, out: Path, args: argparse.Namespace, say: _Say) -> Path | None:
+    """Where this run writes DLProf's database, or None (not asked, simple mode, kept)."""
+    if not args.dldb:
+        return None
+    target = report_path(out, args.profile_name, "dldb", "sqlite")
+    if target.exists() and target.resolve() == source.resolve():
+        return None  # re-analysing the database itself
+    if args.mode == "simple":  # §3.1: no viewer files in simple mode (given, never defaulted)
+        say(f"not writing {target.name}: simple mode creates no DLProf database", "detailed")
+        return None
+    if target.exists() and not args.force:
+        say(f"kept the existing {target}; use -f true to overwrite", "detailed")
+        return None
+    return target
 
 
 def _run_ranks(args, say: _Say, reports: list[str], formats: list[str], out: Path) -> int:

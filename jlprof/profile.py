@@ -237,14 +237,17 @@ def load_windowed(
     use_connectorx: bool | None = None,
     iteration_files: Callable[[], Any] | None = None,
     calls_per_window: int | None = None,
+    on_run: Callable[[Any], Any] | None = None,
 ) -> Profile:
     """:func:`load` for an nsys SQLite export too big to hold: the API calls and GPU work are
     read and correlated window by window (docs/windowed-engine.md) and only the aggregates
     are kept, so memory does not grow with the trace's rows. ``iteration_files``: a context
     manager factory (:func:`jlprof.reports.writers.iteration_files`) into which the iteration
     report, which needs every GPU row, is written window by window; the returned profile
-    then has it in ``written_early``. The profile's reports equal :func:`load`'s; it has no
-    per-row frames (no dashboard timeline, no ``save``).
+    then has it in ``written_early``. ``on_run`` is called with the
+    :class:`~jlprof.engine.windowed_run.WindowedRun` once it is planned, before its windows.
+    The profile's reports equal :func:`load`'s; it has no per-row frames (no dashboard
+    timeline, no ``save``).
 
     Raises :class:`jlprof.engine.windowed_run.Unsuitable` before reading any window when
     the export needs the whole-trace path (PyTorch markers, a key node that is not a range).
@@ -264,6 +267,8 @@ def load_windowed(
         progress=progress,
     )
     lo, hi = check_range(run.iterations.count, iter_start, iter_stop)
+    if on_run is not None:  # the CLI starts DLProf's database now (WindowedRun.write_dldb)
+        on_run(run)
     say = progress or (lambda _m: None)
     from contextlib import nullcontext
 

@@ -2,7 +2,8 @@
 
 Each export is analysed twice by the command line, ``--windowed false`` (the whole trace)
 and ``--windowed true`` with windows of a few calls (every iteration edge a window edge),
-and every report file is compared as bytes: CSV and JSON, all eight reports. Exports whose
+and every file is compared as bytes: CSV and JSON of all eight reports, and DLProf's
+database (the windowed run writes it part by part, read again in row order). Exports whose
 analysis needs every row (PyTorch markers) fall back to the whole trace and say so.
 """
 
@@ -25,7 +26,7 @@ def _exports(tmp_path):
 
 
 def _run(db, key, out, windowed: str) -> None:
-    args = [f"--database={db}", "--reports=all", "--formats=csv,json", "--dldb=false",
+    args = [f"--database={db}", "--reports=all", "--formats=csv,json",
             f"--output_path={out}", "-f", "true", "-v", "quiet",
             f"--windowed={windowed}"]  # fmt: skip
     if key:

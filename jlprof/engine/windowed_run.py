@@ -37,6 +37,8 @@ from jlprof.errors import AnalysisError
 #: window frames and ~0.3 GB of correlation temporaries at 1M
 WINDOW_CALLS = 1 << 20
 BIG = np.iinfo(np.int64).max
+#: rows of the API or GPU table per part of the DLProf database (~30 MB of frame)
+DLDB_PART_ROWS = 1 << 18
 
 
 class Unsuitable(Exception):
@@ -92,6 +94,7 @@ class WindowedRun:
         except Misplaced as exc:
             raise Unsuitable(str(exc)) from None
         self.work = WorkPass(self.ranges, self.iterations, n_gpu=self.plan.n_gpu)
+        self.small.warnings = self._warnings()
 
     @property
     def n_windows(self) -> int:
@@ -120,21 +123,44 @@ class WindowedRun:
                 del wt
                 yield win, self.work.add(win)
 
-    def finish(self) -> tuple[Trace, Correlated, InstanceMetrics]:
-        """The trace's small frames (its API and GPU frames empty) with the read's warnings,
-        and the assembled correlation, once every window is in."""
+    def _warnings(self) -> list[str]:
+        """What :func:`read_trace` warns about the export, from the plan's counts."""
         from jlprof.engine.read import open_export, trace_warnings
 
-        plan = self.plan
-        trace = self.small
         conn, tabs = open_export(self.path)
         conn.close()
-        trace.warnings = trace_warnings(
-            tabs, plan.n_gpu, len(trace.nvtx), plan.n_api,
-            plan.api_template["name"].cat.categories,
-        )  # fmt: skip
-        c, m = assemble(trace, self.nv, self.work)
-        return trace, c, m
+        plan = self.plan
+        names = plan.api_template["name"].cat.categories
+        return trace_warnings(tabs, plan.n_gpu, len(self.small.nvtx), plan.n_api, names)
+
+    def finish(self) -> tuple[Trace, Correlated, InstanceMetrics]:
+        """The trace's small frames (its API and GPU frames empty) and the assembled
+        correlation, once every window is in."""
+        c, m = assemble(self.small, self.nv, self.work)
+        return self.small, c, m
+
+    def write_dldb(
+        self, target: Path, flag: str = "--output_path", check: Callable[[], None] | None = None
+    ) -> Path:
+        """DLProf's database of the export (the whole trace, as :func:`~jlprof.engine.store.
+        save_trace` writes it, byte for byte), read again part by part in row order on a
+        connection of its own: the CLI runs it in a thread beside the windows."""
+        from jlprof.engine.store import open_dldb
+        from jlprof.engine.windows import WindowReader
+
+        plan, small = self.plan, self.small
+        kw = {"meta": small.meta, "source": small.source, "warnings": small.warnings}
+        with open_dldb(target, flag, check, **kw) as db, WindowReader(plan) as reader:
+            for name, n, read, like in (
+                ("gpu", plan.n_gpu, reader.gpu_part, plan.gpu_template),
+                ("api", plan.n_api, reader.api_part, plan.api_template),
+            ):
+                with db.frame(name, like) as part:
+                    for a in range(0, n, DLDB_PART_ROWS):
+                        part.write(read(a, min(a + DLDB_PART_ROWS, n)))
+            for name in ("nvtx", "marks", "osrt", "gpus"):
+                db.write_frame(name, getattr(small, name))
+        return target
 
 
 def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correlated:

@@ -742,9 +742,26 @@ class WindowReader:
             isolated=plan.isolated[gpu_index],
         )
 
+    def api_part(self, lo: int, hi: int) -> pd.DataFrame:
+        """``Trace.api``'s rows ``lo..hi-1`` (the DLProf database is written by such parts)."""
+        try:
+            return self._api_rows(lo, hi)[1]
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.plan.path, exc) from exc
+
+    def gpu_part(self, lo: int, hi: int) -> pd.DataFrame:
+        """``Trace.gpu``'s rows ``lo..hi-1``."""
+        try:
+            with small_pages():
+                return self._gpu(np.arange(lo, hi, dtype=np.int64))
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.plan.path, exc) from exc
+
     def _api(self, w: int) -> tuple[np.ndarray, pd.DataFrame]:
+        return self._api_rows(*self.plan.api_rows(w))
+
+    def _api_rows(self, lo: int, hi: int) -> tuple[np.ndarray, pd.DataFrame]:
         plan = self.plan
-        lo, hi = plan.api_rows(w)
         index = np.arange(lo, hi, dtype=np.int64)
         if plan.api is None or lo == hi:
             return index, plan.api_template.copy()
