@@ -32,6 +32,7 @@ from jlprof.engine import intervals
 from jlprof.engine.correlate import NONE, Correlated
 from jlprof.engine.iterations import Iterations
 from jlprof.engine.narrow import INT32, index_dtype, narrow
+from jlprof.errors import AnalysisError
 from jlprof.outputs import InThread
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
@@ -512,7 +513,14 @@ def _iterations_of(it: Iterations, n: int, times: Callable[[slice], np.ndarray])
 def _launch_iter(c: Correlated, it: Iterations) -> np.ndarray:
     """Iteration of each GPU row's launch (its API call's start; its own start without one)."""
     g = c.gpu
-    if "launch_ns" in g:  # the windowed engine's: the launch time kept per GPU row
+    if "launch_iter" in g:  # the windowed engine's: each launch's iteration, kept per row
+        if g.attrs.get("key_node", it.key_node) != it.key_node:
+            raise AnalysisError(
+                "this profile was read by windows for key node "
+                f"{g.attrs.get('key_node')!r}; load it again for another key node."
+            )
+        return g["launch_iter"].to_numpy()
+    if "launch_ns" in g:  # or the launch time
         launch = g["launch_ns"].to_numpy(np.int64)
         return _iterations_of(it, len(g), lambda part: launch[part])
     g_api = g["api"].to_numpy()  # int32 row indices: no trace-long int64 copy

@@ -231,6 +231,8 @@ class WorkPass:
 
         if self.gpu_cols is not None:
             launch = np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start)
+            if self.it is not None:  # the cube reads the launch's iteration: 4 bytes, not 8
+                launch = self.it.of(launch).astype(np.int32)
             self.gpu_cols.put(w, gpu, g_inst, share_ns, launch, tc, ~is_kernel)
         syn = a_inst >= self.n_r
         syn |= a_inst <= -2
@@ -411,11 +413,11 @@ class _GpuColumns:
             "name": gpu["name"].cat.codes.to_numpy(),
             "long_name": gpu["long_name"].cat.codes.to_numpy(),
             "inst": np.asarray(inst, np.int32),  # provisional ids fit: -2 - k > -2**31
-            "api_share_ns": np.asarray(share_ns, np.int64),
+            "api_share_ns": narrow(np.asarray(share_ns, np.int64)),
             "uses_tc": uses_tc,
             "is_memory": is_memory,
             "isolated": np.asarray(w.isolated, bool),
-            "launch_ns": launch_ns,
+            "launch_iter" if launch_ns.dtype == np.int32 else "launch_ns": launch_ns,
         }
         for name in ("name", "long_name"):
             self.cats.setdefault(name, gpu[name].cat.categories)
@@ -423,6 +425,8 @@ class _GpuColumns:
             col = self.cols.get(name)
             if col is None:
                 col = self.cols[name] = np.zeros(self.n, v.dtype)
+            elif np.result_type(col, v) != col.dtype:  # an int32* column past int32: widen it
+                col = self.cols[name] = col.astype(np.result_type(col, v))
             col[rows] = v
 
     def frame(self, resolve: Callable[[np.ndarray], np.ndarray], n_inst: int) -> pd.DataFrame:
@@ -435,11 +439,9 @@ class _GpuColumns:
         inst = c.pop("inst")
         c["inst"] = resolve(inst).astype(index_dtype(n_inst))
         del inst
-        c["api_share_ns"] = narrow(c["api_share_ns"])
         for name in ("name", "long_name"):
             c[name] = pd.Categorical.from_codes(c[name], categories=self.cats[name])
-        frame = pd.DataFrame({k: c.pop(k) for k in _SKINNY_GPU}, copy=False)
-        return frame
+        return pd.DataFrame({k: c.pop(k) for k in _SKINNY_GPU if k in c}, copy=False)
 
 
 _SKINNY_GPU = (
@@ -453,6 +455,7 @@ _SKINNY_GPU = (
     "uses_tc",
     "is_memory",
     "isolated",
+    "launch_iter",  # with iterations (the windowed run); else the launch time, "launch_ns"
     "launch_ns",
 )
 
@@ -519,6 +522,8 @@ def assemble(trace: Trace, nv: pd.DataFrame, wp: WorkPass) -> tuple[Correlated, 
     )
     assert wp.gpu_cols is not None, "WorkPass(n_gpu=...) keeps the GPU columns"
     gpu = wp.gpu_cols.frame(res.resolve, n_inst)
+    if wp.it is not None:
+        gpu.attrs["key_node"] = wp.it.key_node  # whose iterations ``launch_iter`` holds
     times = [wp.t_first, wp.t_last]
     for x in (r_start, r_end, trace.osrt["start_ns"].to_numpy(), trace.osrt["end_ns"].to_numpy()):
         if len(x):

@@ -33,9 +33,9 @@ from jlprof.engine.trace import Trace
 from jlprof.engine.windowed import Window, WindowResult, WorkPass, assemble
 from jlprof.errors import AnalysisError
 
-#: API calls a window holds at most (more when one iteration alone has more): ~0.1 GB of
-#: window frames and ~0.3 GB of correlation temporaries at 1M
-WINDOW_CALLS = 1 << 20
+#: API calls a window holds at most (more when one iteration alone has more): ~50 MB of
+#: window frames and ~0.15 GB of correlation temporaries at 512k
+WINDOW_CALLS = 1 << 19
 BIG = np.iinfo(np.int64).max
 #: rows of the API or GPU table per part of the DLProf database (~30 MB of frame)
 DLDB_PART_ROWS = 1 << 18
@@ -135,8 +135,15 @@ class WindowedRun:
 
     def finish(self) -> tuple[Trace, Correlated, InstanceMetrics]:
         """The trace's small frames (its API and GPU frames empty) and the assembled
-        correlation, once every window is in."""
+        correlation, once every window is in. What only the windows needed is let go here
+        (the range lookups, the running sums, the NVTX frame: ~1 GB at 10M kernels), before
+        the cube is built: the CLI's reports read none of it."""
         c, m = assemble(self.small, self.nv, self.work)
+        self.work = None  # type: ignore[assignment]
+        self.ranges = None  # type: ignore[assignment]
+        self.nv = None  # type: ignore[assignment]
+        c.nvtx = None
+        self.small.nvtx = self.small.nvtx.iloc[:0]  # (write_dldb took its own reference)
         return self.small, c, m
 
     def write_dldb(
@@ -150,7 +157,12 @@ class WindowedRun:
 
         plan, small = self.plan, self.small
         kw = {"meta": small.meta, "source": small.source, "warnings": small.warnings}
+        frames = {name: getattr(small, name) for name in ("nvtx", "marks", "osrt", "gpus")}
         with open_dldb(target, flag, check, **kw) as db, WindowReader(plan) as reader:
+            # the small frames first (spooled until their turn): then the NVTX frame, 0.3 GB
+            # at 10M kernels, need not live until the API and GPU parts are written
+            for name in list(frames):
+                db.write_frame(name, frames.pop(name))
             for name, n, read, like in (
                 ("gpu", plan.n_gpu, reader.gpu_part, plan.gpu_template),
                 ("api", plan.n_api, reader.api_part, plan.api_template),
@@ -158,8 +170,6 @@ class WindowedRun:
                 with db.frame(name, like) as part:
                     for a in range(0, n, DLDB_PART_ROWS):
                         part.write(read(a, min(a + DLDB_PART_ROWS, n)))
-            for name in ("nvtx", "marks", "osrt", "gpus"):
-                db.write_frame(name, getattr(small, name))
         return target
 
 
