@@ -10,6 +10,10 @@ Two containers of the same content — Arrow IPC tables, one per
   A frame is written in parts of at most ``PART_BYTES`` (rows ``gpu.arrow``, ``gpu.arrow.1``,
   ...; format version 2 when any frame has more than one): SQLite refuses blobs over 1e9 bytes.
 
+The SQLite container is written by :func:`open_dldb` (:class:`DldbWriter`), frame by frame or
+part by part (:class:`FrameParts`: a frame's rows arriving over time, as the windowed engine has
+them), in any order, to the same bytes as :func:`save_trace` of the whole trace.
+
 Reading either skips the nsys export's schema probing entirely; ``--database`` accepts both like
 an nsys export, told apart by their first bytes and tables.
 """
