@@ -10,6 +10,10 @@ Two containers of the same content — Arrow IPC tables, one per
   A frame is written in parts of at most ``PART_BYTES`` (rows ``gpu.arrow``, ``gpu.arrow.1``,
   ...; format version 2 when any frame has more than one): SQLite refuses blobs over 1e9 bytes.
 
+The SQLite container is written by :func:`open_dldb` (:class:`DldbWriter`), frame by frame or
+part by part (:class:`FrameParts`: a frame's rows arriving over time, as the windowed engine has
+them), in any order, to the same bytes as :func:`save_trace` of the whole trace.
+
 Reading either skips the nsys export's schema probing entirely; ``--database`` accepts both like
 an nsys export, told apart by their first bytes and tables.
 """
@@ -341,8 +345,13 @@ class DldbWriter:
             yield parts
             parts.close()
 
+    def entry(self, entry: str) -> AbstractContextManager[IO[bytes]]:
+        """The stream of entry ``<frame>.arrow``'s Feather bytes, a sink for
+        :func:`_write_frames` (which checks its writes itself)."""
+        return self._sink(entry.removesuffix(".arrow"), checked=False)
+
     @contextmanager
-    def _sink(self, name: str) -> Iterator[IO[bytes]]:
+    def _sink(self, name: str, checked: bool = True) -> Iterator[IO[bytes]]:
         import tempfile
 
         if name not in FRAMES:
@@ -354,14 +363,14 @@ class DldbWriter:
             if self._live is None and self._next() == name:
                 self._live = name
                 with _BlobParts(self.conn, f"{name}.arrow") as blob:
-                    yield self._checked(blob)
+                    yield self._checked(blob) if checked else blob
                 self._done(name, blob)
             else:
                 # unnamed (O_TMPFILE): nothing is left behind whatever happens; closed by
                 # _drain or _discard
                 spool = tempfile.TemporaryFile(dir=self.spool_dir, prefix=".jlprof-dldb-")  # noqa: SIM115
                 try:
-                    yield self._checked(spool)
+                    yield self._checked(spool) if checked else spool
                 except BaseException:
                     spool.close()
                     raise
@@ -465,8 +474,7 @@ def save_trace(
         with open_dldb(
             path, flag, check, meta=trace.meta, source=trace.source, warnings=trace.warnings
         ) as db:
-            for name in FRAMES:
-                db.write_frame(name, getattr(trace, name))
+            _write_frames(trace, db.entry, check)
         return path
     # a failure inside is an OutputError naming the file
     with written(path, flag) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
