@@ -235,15 +235,17 @@ def _analysed(
     return status
 
 
-#: GPU activities above which ``--windowed auto`` reads by windows (1M kernels stay whole:
-#: their run is faster so, and holds < 1 GB)
-WINDOWED_ROWS = 4_000_000
+#: what the whole-trace path holds per event (GPU activity, API call, NVTX range) at its
+#: peak, and besides the events (BENCHMARKS.md, 2026-11-26: 3.55 GB for k10m's 27M events)
+WHOLE_BYTES_PER_EVENT = 120
+WHOLE_BYTES_BASE = 200 << 20
 
 
 def _windowed(args: argparse.Namespace, db: Path) -> bool:
-    """Whether to analyse ``db`` window by window (``--windowed``): never a jlprof database
-    (it holds the trace whole already) or a run that saves the trace (--save_db) or dumps
-    per-instance data (--dump_model_data)."""
+    """Whether to analyse ``db`` window by window (``--windowed``). ``auto``: when the whole
+    trace would take more than half the memory available now (the whole-trace path is faster,
+    the windowed one holds less). Never a jlprof database (it holds the trace whole already)
+    or a run that saves the trace (--save_db) or dumps per-instance data (--dump_model_data)."""
     if args.windowed == "false":
         return False
     from jlprof.engine.store import is_jlprof_db
@@ -258,9 +260,12 @@ def _windowed(args: argparse.Namespace, db: Path) -> bool:
         return True
     if whole or db.suffix != ".sqlite" or is_jlprof_db(db):
         return False
-    from jlprof.engine.windows import gpu_rows_at_most
+    from jlprof.engine.memory import available_bytes
+    from jlprof.engine.windows import events_at_most
 
-    return gpu_rows_at_most(db) > WINDOWED_ROWS
+    need = WHOLE_BYTES_BASE + WHOLE_BYTES_PER_EVENT * events_at_most(db)
+    free = available_bytes()
+    return free is not None and need > free // 2
 
 
 def _load_windowed(

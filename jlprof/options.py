@@ -205,8 +205,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("windowed", ("--windowed",), None, "auto",
            "read and correlate the CUDA API calls and GPU work window by window, holding the "
            "aggregates and one window instead of the whole trace (docs/windowed-engine.md); "
-           "auto: for nsys exports of more than 4M GPU activities in simple mode", None, OWN,
-           surfaces=(CLI,), choices=("auto", "true", "false")),
+           "slower, less memory. auto: when the whole trace would take more than half the "
+           "memory available (about 120 bytes per GPU activity, API call and NVTX range)",
+           None, OWN, surfaces=(CLI,), choices=("auto", "true", "false")),
     Option("save_db", ("--save_db",), None, None,
            "also save a jlprof database (.jlprof zip or .sqlite) at this path", None, OWN,
            surfaces=(CLI,), metavar="FILE"),

@@ -54,3 +54,28 @@ def test_pytorch_markers_fall_back_to_the_whole_trace(tmp_path, capsys):
           "--windowed=true", "-v", "detailed"])  # fmt: skip
     assert "reading the whole trace: PyTorch markers" in capsys.readouterr().err
     assert (tmp_path / "dlprof_kernel.csv").exists()
+
+
+def test_auto_reads_by_windows_only_when_memory_is_short(tmp_path, monkeypatch, capsys):
+    """``--windowed auto`` (the default) keeps the faster whole-trace path while the trace
+    fits in half the memory available, and reads by windows past it."""
+    import jlprof.engine.memory as memory
+
+    db = rich_db().write(tmp_path / "rich.sqlite")
+    args = [f"--database={db}", "--reports=kernel", "--dldb=false", "-v", "detailed",
+            f"--key_node={KEY_NODE}"]  # fmt: skip
+    monkeypatch.setattr(memory, "available_bytes", lambda: 64 << 30)
+    assert main([*args, f"--output_path={tmp_path / 'a'}"]) == 0
+    assert "planning windows" not in capsys.readouterr().err
+    monkeypatch.setattr(memory, "available_bytes", lambda: 100 << 20)  # < 2 x the 200 MB base
+    assert main([*args, f"--output_path={tmp_path / 'b'}"]) == 0
+    assert "planning windows" in capsys.readouterr().err
+    kernel = "dlprof_kernel.csv"
+    assert (tmp_path / "a" / kernel).read_bytes() == (tmp_path / "b" / kernel).read_bytes()
+
+
+def test_windowed_true_refuses_what_needs_the_whole_trace(tmp_path):
+    db = rich_db().write(tmp_path / "rich.sqlite")
+    out = f"--output_path={tmp_path}"
+    assert main([f"--database={db}", "--windowed=true", f"--save_db={tmp_path / 'x.jlprof'}",
+                 out, "-v", "quiet"]) == 2  # fmt: skip

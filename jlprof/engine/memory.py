@@ -133,3 +133,16 @@ def heavy_stage() -> Iterator[None]:
                 libc.mallopt(_M_MMAP_THRESHOLD, _host_setting("MALLOC_MMAP_THRESHOLD_"))
                 libc.mallopt(_M_MMAP_MAX, _host_setting("MALLOC_MMAP_MAX_", _GLIBC_MMAP_MAX))
                 libc.mallopt(_M_TRIM_THRESHOLD, _host_setting("MALLOC_TRIM_THRESHOLD_"))
+
+
+def available_bytes() -> int | None:
+    """Memory the system can give without swapping now (Linux ``MemAvailable``), or None
+    where it cannot tell."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -255,6 +255,26 @@ def _plan_windows(
     )
 
 
+def events_at_most(path: str | Path) -> int:
+    """Rows of the export's event tables (GPU activities, API calls, NVTX events) from their
+    rowid ranges: two b-tree descents each, no scan (how big an analysis will be)."""
+    conn, tabs = open_export(Path(path))
+    try:
+        total = 0
+        for table in (*(t for t, _ in _GPU_TABLES), _API, _NVTX):
+            if table in tabs:
+                lo, hi = conn.execute(
+                    f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})"
+                ).fetchone()
+                if lo is not None:
+                    total += int(hi) - int(lo) + 1
+        return total
+    except sqlite3.DatabaseError as exc:
+        raise damaged(Path(path), exc) from exc
+    finally:
+        conn.close()
+
+
 # ---- the plan's narrow pass
 
 
