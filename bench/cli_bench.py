@@ -72,12 +72,14 @@ def fetch(export: Path) -> dict:
     return timed([sys.executable, "-c", FETCH_CHILD, str(export), *FETCH])
 
 
-def cli(export: Path, formats: str, scratch: Path, src: Path = ROOT) -> dict:
+def cli(
+    export: Path, formats: str, scratch: Path, src: Path = ROOT, extra: tuple[str, ...] = ()
+) -> dict:
     out = Path(tempfile.mkdtemp(prefix="cli-", dir=scratch))
     env = {**os.environ, "PYTHONPATH": str(src)}
     cmd = [sys.executable, "-m", "jlprof", f"--database={export}", "--key_node=optimizer_step",
            "--reports=all", f"--formats={formats}", f"--output_path={out}",
-           "--profile_name=bench", "-v", "quiet"]  # fmt: skip
+           "--profile_name=bench", "-v", "quiet", *extra]  # fmt: skip
     r = timed(cmd, env, cwd=src)  # `python -m` puts the working folder first on sys.path
     files = sorted(p for p in out.iterdir() if p.is_file())
     if r["rc"]:
@@ -114,6 +116,16 @@ def main() -> None:
         default=None,
         help="another jlprof source tree (e.g. `git archive main`) to time the same command with",
     )
+    ap.add_argument(
+        "--args",
+        default="",
+        help="more jlprof options for the timed command (e.g. --windowed=true)",
+    )
+    ap.add_argument(
+        "--baseline-args",
+        default=None,
+        help="jlprof options for a baseline run of this tree (e.g. --windowed=false)",
+    )
     args = ap.parse_args()
     args.export = args.export.resolve()  # the commands run from other folders
     scratch = args.scratch or args.export.parent
@@ -125,10 +137,13 @@ def main() -> None:
     for i in range(args.repeat):
         runs["fetch"].append(fetch(args.export))
         print("fetch", runs["fetch"][-1], flush=True)
-        runs["cli"].append(cli(args.export, args.formats, scratch))
+        extra = tuple(args.args.split())
+        runs["cli"].append(cli(args.export, args.formats, scratch, extra=extra))
         print("cli", runs["cli"][-1], flush=True)
-        if args.baseline_src:
-            runs["cli_baseline"].append(cli(args.export, args.formats, scratch, args.baseline_src))
+        if args.baseline_src or args.baseline_args is not None:
+            src = args.baseline_src or ROOT
+            base = tuple((args.baseline_args or "").split())
+            runs["cli_baseline"].append(cli(args.export, args.formats, scratch, src, base))
             print("cli_baseline", runs["cli_baseline"][-1], flush=True)
         if i < n_nsys:
             r = nsys_stats(args.export, scratch)

@@ -248,22 +248,25 @@ def _windowed(args: argparse.Namespace, db: Path) -> bool:
     or a run that saves the trace (--save_db) or dumps per-instance data (--dump_model_data)."""
     if args.windowed == "false":
         return False
-    from jlprof.engine.store import is_jlprof_db
+    from jlprof.engine.store import is_dldb, is_jlprof_db
 
     whole = [f for f, on in (("--save_db", args.save_db), ("--dump_model_data",
              args.dump_model_data)) if on]  # fmt: skip
     if args.windowed == "true":
         if whole:
             raise OptionError(f"{whole[0]} needs the whole trace: drop --windowed true.")
-        if db.suffix != ".sqlite" or is_jlprof_db(db):
+        if db.suffix != ".sqlite" or is_jlprof_db(db) or is_dldb(db):
             raise OptionError("--windowed true reads nsys SQLite exports only.")
         return True
-    if whole or db.suffix != ".sqlite" or is_jlprof_db(db):
+    if whole or db.suffix != ".sqlite" or is_jlprof_db(db) or is_dldb(db):
         return False
     from jlprof.engine.memory import available_bytes
     from jlprof.engine.windows import events_at_most
 
-    need = WHOLE_BYTES_BASE + WHOLE_BYTES_PER_EVENT * events_at_most(db)
+    try:
+        need = WHOLE_BYTES_BASE + WHOLE_BYTES_PER_EVENT * events_at_most(db)
+    except JlprofError:  # not an export, damaged: the whole path says so
+        return False
     free = available_bytes()
     return free is not None and need > free // 2
 

@@ -122,6 +122,8 @@ class WindowedRun:
                 )
                 del wt
                 yield win, self.work.add(win)
+        # the launch windows are done with (the database's reader needs the tables only)
+        plan.window = plan.gpu_order = plan.launched = plan.isolated = None  # type: ignore[assignment]
 
     def _warnings(self) -> list[str]:
         """What :func:`read_trace` warns about the export, from the plan's counts."""
@@ -156,6 +158,7 @@ class WindowedRun:
         from jlprof.engine.windows import WindowReader
 
         plan, small = self.plan, self.small
+        sizes = {"gpu": plan.n_gpu, "api": plan.n_api}  # before the windows let the plan go
         kw = {"meta": small.meta, "source": small.source, "warnings": small.warnings}
         frames = {name: getattr(small, name) for name in ("nvtx", "marks", "osrt", "gpus")}
         with open_dldb(target, flag, check, **kw) as db, WindowReader(plan) as reader:
@@ -163,10 +166,11 @@ class WindowedRun:
             # at 10M kernels, need not live until the API and GPU parts are written
             for name in list(frames):
                 db.write_frame(name, frames.pop(name))
-            for name, n, read, like in (
-                ("gpu", plan.n_gpu, reader.gpu_part, plan.gpu_template),
-                ("api", plan.n_api, reader.api_part, plan.api_template),
+            for name, read, like in (
+                ("gpu", reader.gpu_part, plan.gpu_template),
+                ("api", reader.api_part, plan.api_template),
             ):
+                n = sizes[name]
                 with db.frame(name, like) as part:
                     for a in range(0, n, DLDB_PART_ROWS):
                         part.write(read(a, min(a + DLDB_PART_ROWS, n)))

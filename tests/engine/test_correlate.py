@@ -229,7 +229,7 @@ def test_an_error_while_nesting_ranges_waits_for_the_launch_thread(monkeypatch):
 
     from .interrupts import interrupt_beside_slow_work
 
-    ended = interrupt_beside_slow_work(monkeypatch, corr, "_launching_calls", "range_pass")
+    ended = interrupt_beside_slow_work(monkeypatch, corr, "launching_calls", "range_pass")
     t = make_trace(gpu=[kernel(100, 200, 5)], api=[call(10, 20, 5)], nvtx=[rng("opA", 0, 50)])
     with pytest.raises(KeyboardInterrupt):
         correlate(t)

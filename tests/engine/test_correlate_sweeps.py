@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.correlate import NONE, _launching_calls, correlate
+from jlprof.engine.correlate import NONE, correlate, launching_calls
 from jlprof.engine.ranges import _innermost, _nest, _range_order
 
 from .frames import call, gtid, make_trace, rng
@@ -121,7 +121,7 @@ def test_launching_call_by_correlation_id_and_process(seed, layout):
         a_corr, g_corr = a_corr * 1000, np.where(g_corr > 0, g_corr * 1000, g_corr)
     api = pd.DataFrame({"correlation_id": a_corr})
     gpu = pd.DataFrame({"correlation_id": g_corr, "global_pid": g_pid})
-    got = _launching_calls(api, gpu, a_pid + 3)  # thread ids of the calling processes
+    got = launching_calls(api, gpu, a_pid + 3)  # thread ids of the calling processes
     assert got.tolist() == launching_by_definition(a_pid, a_corr, g_pid, g_corr)
 
 
