@@ -302,7 +302,7 @@ def _load_windowed(
             profile_name=args.profile_name,
             progress=bar,
             iteration_files=files if iteration else None,
-            on_run=lambda run: dldb.extend(_start_windowed_dldb(run, db, out, args, say)),
+            on_run=lambda run: _start_windowed_dldb(run, db, out, args, say, dldb),
         )
     except Unsuitable as why:
         say(f"reading the whole trace: {why}", "detailed")
@@ -310,14 +310,18 @@ def _load_windowed(
 
 
 def _start_windowed_dldb(
-    run, source: Path, out: Path, args: argparse.Namespace, say: _Say
-) -> list[InThread[Path]]:
-    """:func:`_start_dldb` for the windowed engine: the database read again part by part
-    (``WindowedRun.write_dldb``) in a thread beside the windows."""
+    run, source: Path, out: Path, args: argparse.Namespace, say: _Say, jobs: list
+) -> list:
+    """:func:`_start_dldb` for the windowed engine: the database written from the windows'
+    frames in a thread (``WindowsDldb``, its job added to ``jobs``); the windows' sinks."""
     target = _dldb_target(source, out, args, say)
     if target is None:
         return []
-    return [InThread(lambda check: run.write_dldb(target, "--output_path", check), "jlprof-dldb")]
+    from jlprof.engine.windowed_run import WindowsDldb
+
+    sink = WindowsDldb(run, target)
+    jobs.append(sink.job)
+    return [sink]
 
 
 def _start_dldb(

@@ -245,7 +245,8 @@ def load_windowed(
     manager factory (:func:`jlprof.reports.writers.iteration_files`) into which the iteration
     report, which needs every GPU row, is written window by window; the returned profile
     then has it in ``written_early``. ``on_run`` is called with the
-    :class:`~jlprof.engine.windowed_run.WindowedRun` once it is planned, before its windows.
+    :class:`~jlprof.engine.windowed_run.WindowedRun` once it is planned, before its windows,
+    and returns the sinks each window is given to (``put(k, window)``, then ``done()``).
     The profile's reports equal :func:`load`'s; it has no per-row frames (no dashboard
     timeline, no ``save``).
 
@@ -267,8 +268,8 @@ def load_windowed(
         progress=progress,
     )
     lo, hi = check_range(run.iterations.count, iter_start, iter_stop)
-    if on_run is not None:  # the CLI starts DLProf's database now (WindowedRun.write_dldb)
-        on_run(run)
+    # the CLI starts DLProf's database now: sinks given each window's rows (WindowsDldb)
+    sinks = list(on_run(run) or []) if on_run is not None else []
     say = progress or (lambda _m: None)
     from contextlib import nullcontext
 
@@ -277,7 +278,7 @@ def load_windowed(
 
     files = iteration_files() if iteration_files is not None else nullcontext((None, []))
     try:
-        early = _windows(run, files, lo, hi, say, tables)
+        early = _windows(run, files, lo, hi, say, tables, sinks)
     except CarryBroken as exc:  # no file was kept: the whole path starts again
         raise Unsuitable(str(exc)) from exc
     trace, c, m = run.finish()
@@ -296,14 +297,17 @@ def load_windowed(
     return prof
 
 
-def _windows(run, files, lo: int, hi: int, say, tables) -> dict[str, list]:
+def _windows(run, files, lo: int, hi: int, say, tables, sinks: list) -> dict[str, list]:
     """Read and correlate every window of ``run``, writing the iteration report's rows
-    (iterations ``lo..hi``) into ``files`` as they come; the reports written, by name."""
+    (iterations ``lo..hi``) into ``files`` as they come and giving each window to ``sinks``
+    (``put(k, window)``, then ``done()``); the reports written, by name."""
     early: dict[str, list] = {}
     with files as (write, paths):
         ops = None
         for k, (win, res) in enumerate(run.windows()):
             say(f"correlating window {k + 1} of {run.n_windows}")
+            for sink in sinks:
+                sink.put(k, win)
             if write is not None:
                 if ops is None:
                     ops = run.work.report_ops(win.gpu["name"].cat.categories)
@@ -314,6 +318,8 @@ def _windows(run, files, lo: int, hi: int, say, tables) -> dict[str, list]:
                     )
                 )
             del win, res
+        for sink in sinks:
+            sink.done()
         if paths:
             early["iteration"] = paths
     return early

@@ -79,3 +79,44 @@ def test_windowed_true_refuses_what_needs_the_whole_trace(tmp_path):
     out = f"--output_path={tmp_path}"
     assert main([f"--database={db}", "--windowed=true", f"--save_db={tmp_path / 'x.jlprof'}",
                  out, "-v", "quiet"]) == 2  # fmt: skip
+
+
+@pytest.mark.parametrize("calls", [7, 300])
+def test_the_database_from_windows_is_the_whole_reads(tmp_path, calls):
+    """DLProf's database written from the windows' own frames (WindowsDldb) is byte for byte
+    what save_trace writes of the whole read, on two GPUs with many streams, where GPU rows
+    of a later window come before an earlier window's in the kernel table (the reorder
+    buffer holds them)."""
+    from jlprof.engine.read import read_trace
+    from jlprof.engine.store import save_trace
+    from jlprof.engine.windowed import WorkPass
+    from jlprof.engine.windowed_run import WindowedRun, WindowsDldb
+    from jlprof.engine.windows import plan_windows
+
+    (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
+    run = WindowedRun(db, mode="simple")
+    # windows of ``calls`` calls (not whole iterations: this export stores a launching call
+    # late, which windows of whole iterations refuse), so GPU rows interleave between them
+    run.plan = plan_windows(db, calls)
+    run.work = WorkPass(run.ranges, n_gpu=run.plan.n_gpu)
+    sink = WindowsDldb(run, tmp_path / "win.sqlite")
+    held = []
+    for k, (win, _res) in enumerate(run.windows()):
+        sink.put(k, win)
+        held.append(len(sink.rows))
+    sink.done()
+    sink.job.wait()
+    assert max(held) > 0  # rows did wait for a later window
+    save_trace(read_trace(db), tmp_path / "whole.sqlite")
+    assert (tmp_path / "win.sqlite").read_bytes() == (tmp_path / "whole.sqlite").read_bytes()
+
+
+def test_a_late_call_that_launched_work_falls_back(tmp_path):
+    """nsys stores a few calls late; one that launched GPU work would put that work in no
+    window of its iteration: windows of whole iterations refuse the export (the CLI then
+    reads the whole trace)."""
+    from jlprof.engine.windowed_run import Unsuitable, WindowedRun
+
+    (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
+    with pytest.raises(Unsuitable, match="stored among a later window's calls launched GPU work"):
+        WindowedRun(db, key_node="aten::add", mode="simple", calls_per_window=7)

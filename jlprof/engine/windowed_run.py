@@ -27,7 +27,7 @@ from jlprof.engine.analysis import resolve_key_node
 from jlprof.engine.correlate import Correlated, path_table
 from jlprof.engine.iterations import Iterations, find_iterations
 from jlprof.engine.narrow import index_dtype
-from jlprof.engine.ranges import NONE, Ranges, range_pass
+from jlprof.engine.ranges import Ranges, range_pass
 from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
 from jlprof.engine.windowed import Window, WindowResult, WorkPass, assemble
@@ -37,8 +37,6 @@ from jlprof.errors import AnalysisError
 #: window frames and ~0.15 GB of correlation temporaries at 512k
 WINDOW_CALLS = 1 << 19
 BIG = np.iinfo(np.int64).max
-#: rows of the API or GPU table per part of the DLProf database (~30 MB of frame)
-DLDB_PART_ROWS = 1 << 18
 
 
 class Unsuitable(Exception):
@@ -148,33 +146,96 @@ class WindowedRun:
         self.small.nvtx = self.small.nvtx.iloc[:0]  # (write_dldb took its own reference)
         return self.small, c, m
 
-    def write_dldb(
-        self, target: Path, flag: str = "--output_path", check: Callable[[], None] | None = None
-    ) -> Path:
-        """DLProf's database of the export (the whole trace, as :func:`~jlprof.engine.store.
-        save_trace` writes it, byte for byte), read again part by part in row order on a
-        connection of its own: the CLI runs it in a thread beside the windows."""
-        from jlprof.engine.store import open_dldb
-        from jlprof.engine.windows import WindowReader
 
-        plan, small = self.plan, self.small
-        sizes = {"gpu": plan.n_gpu, "api": plan.n_api}  # before the windows let the plan go
-        kw = {"meta": small.meta, "source": small.source, "warnings": small.warnings}
-        frames = {name: getattr(small, name) for name in ("nvtx", "marks", "osrt", "gpus")}
-        with open_dldb(target, flag, check, **kw) as db, WindowReader(plan) as reader:
-            # the small frames first (spooled until their turn): then the NVTX frame, 0.3 GB
-            # at 10M kernels, need not live until the API and GPU parts are written
-            for name in list(frames):
-                db.write_frame(name, frames.pop(name))
-            for name, read, like in (
-                ("gpu", reader.gpu_part, plan.gpu_template),
-                ("api", reader.api_part, plan.api_template),
+class WindowsDldb:
+    """DLProf's database written from the windows' own frames, in a thread: no second read.
+    Byte for byte what :func:`~jlprof.engine.store.save_trace` writes of the whole trace.
+
+    The API parts go as they come (a window's calls are a run of the API table's rows, in
+    order); the GPU parts in the whole read's row order: a window's GPU rows may interleave
+    with a later window's (work of two streams), so the rows at or past the first GPU row of
+    any later window wait in a small reorder buffer (none on one stream). The small frames
+    are written first, so the NVTX frame need not outlive the windows.
+    """
+
+    def __init__(self, run: WindowedRun, target: Path, flag: str = "--output_path") -> None:
+        import queue
+
+        from jlprof.outputs import InThread
+
+        plan, small = run.plan, run.small
+        self.target, self.flag = target, flag
+        self.meta = {"meta": small.meta, "source": small.source, "warnings": small.warnings}
+        self.frames = {n: getattr(small, n) for n in ("nvtx", "marks", "osrt", "gpus")}
+        self.templates = {"gpu": plan.gpu_template, "api": plan.api_template}
+        n, k = plan.n_gpu, plan.n_windows
+        first = np.full(k + 1, n, np.int64)  # each window's first GPU row (none: n)
+        has = plan.gpu_bounds[1:] > plan.gpu_bounds[:-1]
+        first[:k][has] = plan.gpu_order[plan.gpu_bounds[:-1][has]]
+        # rows below horizon[w] are all in windows 0..w: whole once window w is in
+        self.horizon = np.minimum.accumulate(first[::-1])[::-1][1:]
+        self.rows = np.zeros(0, np.int64)  # the reorder buffer's GPU rows and frame
+        self.buf: pd.DataFrame | None = None
+        self.parts: queue.Queue = queue.Queue(maxsize=2)
+        self.job = InThread(self._write, "jlprof-dldb")
+
+    def put(self, w: int, win: Window) -> None:
+        """Window ``w``'s rows (after the windows before it)."""
+        self._send(("api", win.api))
+        rows, frame = win.gpu_index, win.gpu
+        if self.buf is not None:
+            rows = np.concatenate([self.rows, rows])
+            frame = pd.concat([self.buf, frame], ignore_index=True)
+            order = np.argsort(rows, kind="stable")
+            rows, frame = rows[order], frame.take(order).reset_index(drop=True)
+        cut = int(np.searchsorted(rows, self.horizon[w]))
+        if cut:
+            self._send(("gpu", frame.iloc[:cut]))
+        self.rows = rows[cut:]
+        self.buf = frame.iloc[cut:].reset_index(drop=True) if cut < len(rows) else None
+
+    def done(self) -> None:
+        """Every window is in: the buffer goes, then the end."""
+        if self.buf is not None:
+            self._send(("gpu", self.buf))
+            self.buf = None
+        self._send(None)
+
+    def _send(self, item) -> None:
+        import queue
+
+        while True:  # the writer may have failed: do not wait for it forever
+            try:
+                self.parts.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                if not self.job._thread.is_alive():
+                    self.job.wait()  # raises its error
+                    return
+
+    def _write(self, check: Callable[[], None]) -> Path:
+        import queue
+
+        from jlprof.engine.store import open_dldb
+
+        with open_dldb(self.target, self.flag, check, **self.meta) as db:
+            for name in list(self.frames):  # ahead of their turn: spooled to a file
+                db.write_frame(name, self.frames.pop(name))
+            with (
+                db.frame("gpu", self.templates["gpu"]) as gpu,
+                db.frame("api", self.templates["api"]) as api,
             ):
-                n = sizes[name]
-                with db.frame(name, like) as part:
-                    for a in range(0, n, DLDB_PART_ROWS):
-                        part.write(read(a, min(a + DLDB_PART_ROWS, n)))
-        return target
+                while True:
+                    try:
+                        item = self.parts.get(timeout=0.2)
+                    except queue.Empty:
+                        check()
+                        continue
+                    if item is None:
+                        break
+                    check()
+                    (gpu if item[0] == "gpu" else api).write(item[1])
+        return self.target
 
 
 def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correlated:
@@ -211,4 +272,4 @@ def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correla
     )
 
 
-__all__ = ["NONE", "WINDOW_CALLS", "Unsuitable", "WindowedRun", "ranges_correlated"]
+__all__ = ["WINDOW_CALLS", "Unsuitable", "WindowedRun", "WindowsDldb", "ranges_correlated"]
