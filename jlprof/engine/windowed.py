@@ -330,6 +330,15 @@ class WorkPass:
         keep = me > cut
         self.tail = (mg[keep], ms[keep], me[keep])
 
+    def release(self) -> None:
+        """Let the running sums and the range lookups go (after :meth:`finish`)."""
+        for name in ("gpu_ns", "tc_gpu_ns", "kernel_ns", "n_gpu", "api_ns", "first", "last",
+                     "union", "range_cpu", "range_op"):  # fmt: skip
+            setattr(self, name, None)
+        self.un_api = self.un_gpu = _Synthetic()
+        rl = self.ranges.lanes  # calls_in_ranges is done with: only the parents are read on
+        rl.nest_rows = rl.n_lane = rl.n_start = rl.n_end = rl.n_order = None  # type: ignore
+
     def finish(self) -> WorkResult:
         """The instance figures, once every window has been added."""
         ua, ug = self.un_api, self.un_gpu
@@ -460,16 +469,24 @@ _SKINNY_GPU = (
 )
 
 
-def assemble(trace: Trace, nv: pd.DataFrame, wp: WorkPass) -> tuple[Correlated, InstanceMetrics]:
+def assemble(
+    trace: Trace, nv: pd.DataFrame | None, wp: WorkPass, event_type: np.ndarray | None = None
+) -> tuple[Correlated, InstanceMetrics]:
     """The :class:`Correlated` the cube and the reports read, from the range pass (``nv``:
-    the ranges it read, ``wp.ranges``) and the windows: every op and path, the instances,
-    and the GPU and call columns the cube reads (``WorkPass(n_gpu=...)``). The trace's own
-    API and GPU frames are not needed: ``trace`` gives the rest (osrt, GPUs, meta)."""
+    the ranges it read, ``wp.ranges``; or None and their ``event_type``: then the result has
+    no NVTX frame) and the windows: every op and path, the instances, and the GPU and call
+    columns the cube reads (``WorkPass(n_gpu=...)``). The trace's own API and GPU frames are
+    not needed: ``trace`` gives the rest (osrt, GPUs, meta). ``wp`` is spent: its running
+    sums go as soon as the figures are made."""
     from jlprof.engine.correlate import op_table, path_table
 
     ranges = wp.ranges
     res = wp.finish()
+    wp.release()
     n_r = wp.n_r
+    if event_type is None:
+        assert nv is not None
+        event_type = nv["event_type"].to_numpy()
     un_names = np.concatenate(
         [
             np.asarray(wp.api_names, object)[res.un_api_name],
@@ -498,9 +515,7 @@ def assemble(trace: Trace, nv: pd.DataFrame, wp: WorkPass) -> tuple[Correlated, 
             "path": path,
             "synthetic": synthetic,
             "event_type": narrow(
-                np.concatenate(
-                    [nv["event_type"].to_numpy(np.int64), np.zeros(n_inst - n_r, np.int64)]
-                )
+                np.concatenate([np.asarray(event_type, np.int64), np.zeros(n_inst - n_r, np.int64)])
             ),
             "instance_no": narrow(
                 np.concatenate(

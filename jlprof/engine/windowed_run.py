@@ -26,7 +26,8 @@ from jlprof.engine.aggregate import InstanceMetrics
 from jlprof.engine.analysis import resolve_key_node
 from jlprof.engine.correlate import Correlated, path_table
 from jlprof.engine.iterations import Iterations, find_iterations
-from jlprof.engine.narrow import index_dtype
+from jlprof.engine.memory import release_reader_memory
+from jlprof.engine.narrow import index_dtype, narrow
 from jlprof.engine.ranges import Ranges, range_pass
 from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
@@ -120,6 +121,8 @@ class WindowedRun:
                 )
                 del wt
                 yield win, self.work.add(win)
+                del win
+                release_reader_memory()  # the window's Arrow buffers, the reader threads' heaps
         # the launch windows are done with (the database's reader needs the tables only)
         plan.window = plan.gpu_order = plan.launched = plan.isolated = None  # type: ignore[assignment]
 
@@ -138,12 +141,16 @@ class WindowedRun:
         correlation, once every window is in. What only the windows needed is let go here
         (the range lookups, the running sums, the NVTX frame: ~1 GB at 10M kernels), before
         the cube is built: the CLI's reports read none of it."""
-        c, m = assemble(self.small, self.nv, self.work)
-        self.work = None  # type: ignore[assignment]
-        self.ranges = None  # type: ignore[assignment]
+        # the NVTX frame goes first (WindowsDldb took its own reference): the ranges' times
+        # stay (the range pass holds them), its other columns are not read again
+        event_type = narrow(self.nv["event_type"].to_numpy())
         self.nv = None  # type: ignore[assignment]
-        c.nvtx = None
-        self.small.nvtx = self.small.nvtx.iloc[:0]  # (write_dldb took its own reference)
+        self.small.nvtx = self.small.nvtx.iloc[:0]
+        work, self.work = self.work, None
+        self.ranges = None  # type: ignore[assignment]
+        c, m = assemble(self.small, None, work, event_type)
+        del work
+        release_reader_memory()
         return self.small, c, m
 
 
