@@ -154,6 +154,19 @@ def test_the_union_carries_overlapping_work_across_windows(tmp_path):
     assert NONE == -1
 
 
+def keyed_exports(tmp_path, real: int | None = None):
+    """(export, key node): fixtures and the two-GPU FSDP trace split by a key node, then
+    the real traces whole (the first ``real`` of them)."""
+    from tests.fixtures.scenarios import KEY_NODE, real_data_dir
+
+    yield rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE
+    yield small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"
+    for p in sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite")):
+        yield p, "aten::add"
+    for p in real_traces()[:real]:
+        yield p, None
+
+
 def windowed_analysis(trace, key, calls: int):
     """An Analysis whose correlation came from the windows (the CLI's windowed path)."""
     from jlprof.engine.analysis import Analysis
@@ -170,20 +183,8 @@ def windowed_analysis(trace, key, calls: int):
 @pytest.mark.parametrize("calls", [7, 1000])
 def test_the_windowed_correlation_gives_the_same_cube_and_reports(tmp_path, calls):
     from jlprof.reports import catalog
-    from tests.fixtures.scenarios import KEY_NODE, real_data_dir
 
-    exports = [
-        (rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE),
-        (small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"),
-        *[
-            (p, "aten::add")
-            for p in sorted(
-                (real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite")
-            )
-        ],
-        *[(p, None) for p in real_traces()],
-    ]
-    for path, key in exports:
+    for path, key in keyed_exports(tmp_path):
         trace = read_trace(path)
         one, win = windowed_analysis(trace, key, calls)
         pd.testing.assert_frame_equal(win.correlated.ops, one.correlated.ops)
@@ -208,20 +209,8 @@ def test_windows_of_whole_iterations_give_the_iteration_report(tmp_path, iters):
     iterations, sorted on its own) is the one-pass report, for the whole range and a part."""
     from jlprof.engine.analysis import Analysis
     from jlprof.reports import tables
-    from tests.fixtures.scenarios import KEY_NODE, real_data_dir
 
-    exports = [
-        (rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE),
-        (small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"),
-        *[
-            (p, "aten::add")
-            for p in sorted(
-                (real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite")
-            )
-        ],
-        *[(p, None) for p in real_traces()[:2]],
-    ]
-    for path, key in exports:
+    for path, key in keyed_exports(tmp_path, real=2):
         trace = read_trace(path)
         one = Analysis(trace, key_node=key)
         c, it = one.correlated, one.iterations
