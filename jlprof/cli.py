@@ -258,17 +258,27 @@ def _windowed(args: argparse.Namespace, db: Path) -> bool:
         if db.suffix != ".sqlite" or is_jlprof_db(db) or is_dldb(db):
             raise OptionError("--windowed true reads nsys SQLite exports only.")
         return True
-    if whole or db.suffix != ".sqlite" or is_jlprof_db(db) or is_dldb(db):
+    if whole or db.suffix != ".sqlite":
         return False
     from jlprof.engine.memory import available_bytes
+
+    free = available_bytes()
+    if free is None:
+        return False
+    try:  # an event row takes 16 bytes of the file at least: a small file needs no look
+        if WHOLE_BYTES_BASE + WHOLE_BYTES_PER_EVENT * (db.stat().st_size // 16) <= free // 2:
+            return False
+    except OSError:
+        return False  # the whole path says what is wrong with the file
+    if is_jlprof_db(db) or is_dldb(db):
+        return False
     from jlprof.engine.windows import events_at_most
 
     try:
         need = WHOLE_BYTES_BASE + WHOLE_BYTES_PER_EVENT * events_at_most(db)
     except JlprofError:  # not an export, damaged: the whole path says so
         return False
-    free = available_bytes()
-    return free is not None and need > free // 2
+    return need > free // 2
 
 
 def _load_windowed(
