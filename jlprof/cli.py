@@ -153,13 +153,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     try:
         prof = load(
             db,
-            key_node=args.key_node,
-            iter_start=args.iter_start,
-            iter_stop=args.iter_stop,
-            domains=args.domains,
-            mode=args.mode,
-            profile_name=args.profile_name,
-            progress=bar,
+            **_analysis_options(args, bar),
             on_read=lambda trace: dldb.extend(_start_dldb(trace, db, out, args, say)),
         )
         return _analysed(prof, args, say, bar, reports, formats, out, dldb, status)
@@ -235,6 +229,19 @@ def _analysed(
     return status
 
 
+def _analysis_options(args: argparse.Namespace, bar: StageProgress) -> dict:
+    """The options both loads take (:func:`~jlprof.profile.load`, ``load_windowed``)."""
+    return {
+        "key_node": args.key_node,
+        "iter_start": args.iter_start,
+        "iter_stop": args.iter_stop,
+        "domains": args.domains,
+        "mode": args.mode,
+        "profile_name": args.profile_name,
+        "progress": bar,
+    }
+
+
 #: what the whole-trace path holds per event (GPU activity, API call, NVTX range) at its
 #: peak, and besides the events (BENCHMARKS.md, 2026-11-26: 3.55 GB for k10m's 27M events)
 WHOLE_BYTES_PER_EVENT = 120
@@ -304,13 +311,7 @@ def _load_windowed(
     try:
         return load_windowed(
             db,
-            key_node=args.key_node,
-            iter_start=args.iter_start,
-            iter_stop=args.iter_stop,
-            domains=args.domains,
-            mode=args.mode,
-            profile_name=args.profile_name,
-            progress=bar,
+            **_analysis_options(args, bar),
             iteration_files=files if iteration else None,
             on_run=lambda run: _start_windowed_dldb(run, db, out, args, say, dldb),
         )

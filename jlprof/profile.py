@@ -253,9 +253,11 @@ def load_windowed(
     Raises :class:`jlprof.engine.windowed_run.Unsuitable` before reading any window when
     the export needs the whole-trace path (PyTorch markers, a key node that is not a range).
     """
+    from contextlib import nullcontext
+
     from jlprof.engine.analysis import check_range
-    from jlprof.engine.windowed_run import WINDOW_CALLS, WindowedRun
-    from jlprof.reports import tables
+    from jlprof.engine.windowed import CarryBroken
+    from jlprof.engine.windowed_run import WINDOW_CALLS, Unsuitable, WindowedRun
 
     check_options(key_node, iter_start, iter_stop, domains, mode)
     run = WindowedRun(
@@ -271,14 +273,9 @@ def load_windowed(
     # the CLI starts DLProf's database now: sinks given each window's rows (WindowsDldb)
     sinks = list(on_run(run) or []) if on_run is not None else []
     say = progress or (lambda _m: None)
-    from contextlib import nullcontext
-
-    from jlprof.engine.windowed import CarryBroken
-    from jlprof.engine.windowed_run import Unsuitable
-
     files = iteration_files() if iteration_files is not None else nullcontext((None, []))
     try:
-        early = _windows(run, files, lo, hi, say, tables, sinks)
+        early = _windows(run, files, lo, hi, say, sinks)
     except CarryBroken as exc:  # no file was kept: the whole path starts again
         raise Unsuitable(str(exc)) from exc
     trace, c, m = run.finish()
@@ -297,10 +294,12 @@ def load_windowed(
     return prof
 
 
-def _windows(run, files, lo: int, hi: int, say, tables, sinks: list) -> dict[str, list]:
+def _windows(run, files, lo: int, hi: int, say, sinks: list) -> dict[str, list]:
     """Read and correlate every window of ``run``, writing the iteration report's rows
     (iterations ``lo..hi``) into ``files`` as they come and giving each window to ``sinks``
     (``put(k, window)``, then ``done()``); the reports written, by name."""
+    from jlprof.reports import tables
+
     early: dict[str, list] = {}
     with files as (write, paths):
         ops = None

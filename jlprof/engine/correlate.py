@@ -54,6 +54,7 @@ from jlprof.engine.ranges import (
     _rows,
     append_ops,
     calls_in_ranges,
+    in_domains,
     range_pass,
 )
 from jlprof.engine.tensorcore import kernel_uses_tc
@@ -168,10 +169,7 @@ def correlate(
 ) -> Correlated:
     """Tie GPU work to API calls to NVTX ranges; see the module docstring for the result.
     ``mode`` (``tensorrt``, ``tensorflow1/2``) picks how range texts name ops (``ops``)."""
-    nv = trace.nvtx
-    if domains:
-        keep = nv["domain"].astype(str).isin(domains).to_numpy()
-        nv = nv.loc[keep].reset_index(drop=True)
+    nv = in_domains(trace.nvtx, domains)
     api = trace.api.copy(deep=False)  # copy-on-write: new columns never touch the trace
     gpu = trace.gpu.copy(deep=False)
     a_start = api["start_ns"].to_numpy(np.int64)
@@ -366,18 +364,18 @@ def op_table(ranges: Ranges, un_names: np.ndarray) -> tuple[pd.DataFrame, np.nda
     ``unassociated_<name>`` ones not among them appended; and the op of each instance
     (ranges, then the unassociated instances, whose names are ``un_names``)."""
     un_uniq, un_inv = np.unique(un_names, return_inverse=True)
-    un_ops = pd.DataFrame(
-        {
-            "op_name": [unassociated_name(s) for s in un_uniq],
-            "op_type": un_uniq,
-            "direction": "",
-            "op_id": [unassociated_name(s) for s in un_uniq],
-        },
-        columns=OP_KEY,
-    )
-    ops, un_code = append_ops(ranges.ops, un_ops)
-    inst_op = _rows(np.concatenate([ranges.label_op[ranges.label], un_code[un_inv]]), len(ops))
+    ops, un_code = append_ops(ranges.ops, unassociated_ops(un_uniq))
+    inst_op = _rows(np.concatenate([ranges.op, un_code[un_inv]]), len(ops))
     return ops, inst_op
+
+
+def unassociated_ops(names: np.ndarray) -> pd.DataFrame:
+    """The synthetic op of unassociated work of each name (``OP_KEY`` columns): op name and
+    ID ``unassociated_<name>``, op type the name."""
+    un = [unassociated_name(s) for s in names]
+    return pd.DataFrame(
+        {"op_name": un, "op_type": names, "direction": "", "op_id": un}, columns=OP_KEY
+    )
 
 
 __all__ = ["NONE", "Correlated", "correlate", "schema"]

@@ -272,6 +272,19 @@ class Ranges:
     op_abs: np.ndarray  # per op of ``ops``: its '/'-scoped absolute path, '' when relative
     markers: frozenset[str]  # PyTorch marker formats among the texts
 
+    @property
+    def op(self) -> np.ndarray:
+        """Each range's op (row of ``ops``), int64."""
+        return np.asarray(self.label_op, np.int64)[self.label]
+
+
+def in_domains(nv: pd.DataFrame, domains: list[str] | None) -> pd.DataFrame:
+    """The NVTX ranges of ``domains`` (``--domains``; None or empty: all of them)."""
+    if not domains:
+        return nv
+    keep = nv["domain"].astype(str).isin(domains).to_numpy()
+    return nv.loc[keep].reset_index(drop=True)
+
 
 def range_pass(nv: pd.DataFrame, mode: str | None) -> Ranges:
     """Everything correlation derives from the NVTX ranges ``nv`` alone (never the calls or

@@ -174,6 +174,14 @@ def _say_slow_reader() -> None:
         print(_SLOW_READER_NOTICE, file=sys.stderr)
 
 
+def rowid_range(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
+    """``table``'s first and last rowid (two b-tree descents, no scan); None when empty."""
+    lo, hi = conn.execute(
+        f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})"
+    ).fetchone()
+    return None if lo is None or hi is None else (int(lo), int(hi))
+
+
 class _Fetcher:
     """Runs SELECTs on the export: connectorx when available, ``sqlite3`` otherwise.
 
@@ -213,14 +221,12 @@ class _Fetcher:
         more rows than this would still be read, as a second batch.
         """
         try:
-            lo, hi = self.conn.execute(
-                f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})"
-            ).fetchone()
+            span = rowid_range(self.conn, table)
         except sqlite3.DatabaseError:
             return None
-        if lo is None or hi is None:
+        if span is None:
             return None
-        return max(1, min(int(hi) - int(lo) + 1, self.path.stat().st_size // 16))
+        return max(1, min(span[1] - span[0] + 1, self.path.stat().st_size // 16))
 
     def start(self, q: _Select, rows: int | None) -> bool:
         """Start reading ``q`` (at most ``rows`` rows) as one Arrow batch; False if it can't.

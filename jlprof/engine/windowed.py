@@ -36,10 +36,11 @@ import pandas as pd
 
 from jlprof.engine import intervals
 from jlprof.engine.aggregate import InstanceMetrics
-from jlprof.engine.correlate import NONE, Correlated, launching_calls, pick
+from jlprof.engine.correlate import NONE, Correlated, launching_calls, pick, unassociated_ops
 from jlprof.engine.iterations import Iterations
 from jlprof.engine.narrow import index_dtype, narrow
-from jlprof.engine.ranges import Ranges, calls_in_ranges
+from jlprof.engine.ranges import Ranges, append_ops, calls_in_ranges
+from jlprof.engine.tensorcore import kernel_uses_tc
 from jlprof.engine.trace import Trace
 
 
@@ -133,11 +134,10 @@ class WorkPass:
         n_ranges = len(ranges.start_ns)
         self.n_r = n_ranges
         self.range_cpu = ranges.end_ns - ranges.start_ns
-        self.range_op = np.asarray(ranges.label_op, np.int64)[ranges.label]
+        self.range_op = ranges.op
         self.it = iterations
-        self.range_ops = ranges.ops
         self.n_range_ops = len(ranges.ops)
-        self._name_rows: np.ndarray | None = None
+        self._report_ops: tuple[pd.DataFrame, np.ndarray] | None = None
         n = n_ranges
         self.gpu_ns = np.zeros(n, np.int64)
         self.tc_gpu_ns = np.zeros(n, np.int64)
@@ -229,11 +229,12 @@ class WorkPass:
         self.union += _sum(gi[alone], np.maximum(ge[alone], gs[alone]) - gs[alone], n)
         self._add_union(gi[~alone], gs[~alone], ge[~alone], w.next_start_ns)
 
-        if self.gpu_cols is not None:
-            launch = np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start)
-            if self.it is not None:  # the cube reads the launch's iteration: 4 bytes, not 8
-                launch = self.it.of(launch).astype(np.int32)
-            self.gpu_cols.put(w, gpu, g_inst, share_ns, launch, tc, ~is_kernel)
+        # each GPU row's launch: its call's start, its own without one; and its iteration
+        launch = np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start)
+        launch_iter = None if self.it is None else self.it.of(launch)
+        if self.gpu_cols is not None:  # the cube reads the launch's iteration: 4 bytes, not 8
+            kept = launch if launch_iter is None else launch_iter.astype(np.int32)
+            self.gpu_cols.put(w, gpu, g_inst, share_ns, kept, tc, ~is_kernel)
         syn = a_inst >= self.n_r
         syn |= a_inst <= -2
         self.calls.add(start=a_start[syn], end=a_end[syn], inst=a_inst[syn])
@@ -254,67 +255,40 @@ class WorkPass:
             gpu_call=g_api,
             uses_tc=tc,
         )
-        if self.it is not None:
-            res.gpu_iter = self.it.of(np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start))
+        if launch_iter is not None:
+            res.gpu_iter = launch_iter
             op_key = self._op_key(gpu, g_inst)
             un = op_key >= self.n_range_ops
             res.gpu_op = op_key
             if un.any():
+                name_row = self._ops_of_names(gpu["name"].cat.categories)[1]
                 res.gpu_op = np.where(
-                    un, self._name_row(gpu)[np.where(un, op_key - self.n_range_ops, 0)], op_key
+                    un, name_row[np.where(un, op_key - self.n_range_ops, 0)], op_key
                 )
         return res
 
     def _op_key(self, gpu: pd.DataFrame, g_inst: np.ndarray) -> np.ndarray:
         """Per GPU row: its range's op, or for unassociated work ``n_range_ops + name code``
-        (its op is known by its name until the op table is whole)."""
+        (its op is known by its name; :meth:`_ops_of_names` gives its row)."""
         in_r = g_inst >= 0  # a range; else a provisional unassociated GPU instance
         names = gpu["name"].cat.codes.to_numpy().astype(np.int64)
         if self.n_r == 0:
             return self.n_range_ops + names
         return np.where(in_r, self.range_op[np.where(in_r, g_inst, 0)], self.n_range_ops + names)
 
-    def _name_row(self, gpu: pd.DataFrame) -> np.ndarray:
-        """Per GPU name, the row of :meth:`report_ops` of its unassociated op."""
-        if self._name_rows is None:
-            from jlprof.engine.ops import unassociated_name
-
-            key = ["op_name", "op_type", "direction", "op_id"]
-            have = {
-                tuple(r): i
-                for i, r in enumerate(self.range_ops[key].astype(str).itertuples(index=False))
-            }
-            names = gpu["name"].cat.categories.astype(str)
-            self._name_rows = np.array(
-                [
-                    have.get(
-                        (unassociated_name(s), s, "", unassociated_name(s)), self.n_range_ops + i
-                    )
-                    for i, s in enumerate(names)
-                ],
-                np.int64,
-            )
-        return self._name_rows
+    def _ops_of_names(self, gpu_names: pd.Index) -> tuple[pd.DataFrame, np.ndarray]:
+        """The ranges' ops with the unassociated op of every GPU name appended as the op
+        table appends them (``append_ops``), and each name's row there (cached: the names are
+        the same in every window)."""
+        if self._report_ops is None:
+            names = np.asarray(gpu_names.astype(str), dtype=object)
+            self._report_ops = append_ops(self.ranges.ops, unassociated_ops(names))
+        return self._report_ops
 
     def report_ops(self, gpu_names: pd.Index) -> pd.DataFrame:
-        """The op columns of the iteration report per :attr:`WindowResult.gpu_op` row: the
-        ranges' ops, then the unassociated op of each GPU name (as correlate names them)."""
-        from jlprof.engine.ops import unassociated_name
-
-        cols = ["op_id", "op_name", "op_type", "direction", "data_type", "input_shapes"]
-        names = np.asarray(gpu_names.astype(str), dtype=object)
-        un = np.array([unassociated_name(s) for s in names], dtype=object)
-        extra = pd.DataFrame(
-            {
-                "op_id": un,
-                "op_name": un,
-                "op_type": names,
-                "direction": "",
-                "data_type": "",
-                "input_shapes": "",
-            }
-        )
-        return pd.concat([self.range_ops[cols], extra], ignore_index=True)
+        """The ops that :attr:`WindowResult.gpu_op` rows index (the iteration report's op
+        columns): the ranges' ops, then the unassociated op of each GPU name."""
+        return self._ops_of_names(gpu_names)[0]
 
     def _add_union(self, gi: np.ndarray, gs: np.ndarray, ge: np.ndarray, cut: int) -> None:
         """Add the union of the ranges' overlapping GPU work, carrying the merged pieces that
@@ -390,8 +364,6 @@ def _sum(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 
 def _uses_tc(gpu: pd.DataFrame) -> np.ndarray:
-    from jlprof.engine.tensorcore import kernel_uses_tc
-
     return kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool)
 
 
@@ -440,8 +412,6 @@ class _GpuColumns:
 
     def frame(self, resolve: Callable[[np.ndarray], np.ndarray], n_inst: int) -> pd.DataFrame:
         """``Correlated.gpu``'s columns that the cube reads, instance ids final."""
-        from jlprof.engine.narrow import index_dtype
-
         c = self.cols
         if not c:
             return pd.DataFrame({k: np.zeros(0, np.int64) for k in _SKINNY_GPU})

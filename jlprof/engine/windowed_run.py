@@ -28,7 +28,7 @@ from jlprof.engine.correlate import Correlated, path_table
 from jlprof.engine.iterations import Iterations, find_iterations
 from jlprof.engine.memory import release_reader_memory
 from jlprof.engine.narrow import index_dtype, narrow
-from jlprof.engine.ranges import Ranges, range_pass
+from jlprof.engine.ranges import Ranges, in_domains, range_pass
 from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
 from jlprof.engine.windowed import Window, WindowResult, WorkPass, assemble
@@ -64,11 +64,7 @@ class WindowedRun:
         say = progress or (lambda _m: None)
         self.path = Path(path)
         self.small = read_trace(self.path, use_connectorx=use_connectorx, work=False)
-        nv = self.small.nvtx
-        if domains:
-            keep = nv["domain"].astype(str).isin(domains).to_numpy()
-            nv = nv.loc[keep].reset_index(drop=True)
-        self.nv = nv
+        self.nv = nv = in_domains(self.small.nvtx, domains)
         say("nesting NVTX ranges")
         self.ranges = range_pass(nv, mode)
         if mode is None and self.ranges.markers:
@@ -249,7 +245,7 @@ def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correla
     """A :class:`Correlated` of the ranges alone: what finding the key node and iterations
     reads (ops, instances, paths; the path strings of ranges are their final ones)."""
     n = len(nv)
-    op = np.asarray(ranges.label_op, np.int64)[ranges.label].astype(index_dtype(len(ranges.ops)))
+    op = ranges.op.astype(index_dtype(len(ranges.ops)))
     parent = np.asarray(ranges.lanes.parent).astype(index_dtype(n))
     path, paths = path_table(op, ranges.ops["op_name"].to_numpy(object), ranges.op_abs, parent)
     inst = pd.DataFrame(

@@ -83,6 +83,7 @@ from jlprof.engine.read import (
     _Select,
     damaged,
     open_export,
+    rowid_range,
 )
 from jlprof.engine.trace import API_COLUMNS, GLOBAL_PID_MASK, GPU_COLUMNS, empty_frame
 from jlprof.errors import InputError
@@ -262,12 +263,9 @@ def events_at_most(path: str | Path) -> int:
     try:
         total = 0
         for table in (*(t for t, _ in _GPU_TABLES), _API, _NVTX):
-            if table in tabs:
-                lo, hi = conn.execute(
-                    f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})"
-                ).fetchone()
-                if lo is not None:
-                    total += int(hi) - int(lo) + 1
+            span = rowid_range(conn, table) if table in tabs else None
+            if span is not None:
+                total += span[1] - span[0] + 1
         return total
     except sqlite3.DatabaseError as exc:
         raise damaged(Path(path), exc) from exc
@@ -280,14 +278,13 @@ def events_at_most(path: str | Path) -> int:
 
 def _chunks(f: _Fetcher, q: _Select):
     """``q``'s rows (with their ``row_id``) by rowid ranges of CHUNK_ROWS, in rowid order."""
-    lo, hi = f.conn.execute(
-        f"SELECT (SELECT min(rowid) FROM {q.table}), (SELECT max(rowid) FROM {q.table})"
-    ).fetchone()
-    if lo is None:
+    span = rowid_range(f.conn, q.table)
+    if span is None:
         return
+    lo, hi = span
     q = _with_rowid(q)
-    for a in range(int(lo), int(hi) + 1, CHUNK_ROWS):
-        b = min(a + CHUNK_ROWS - 1, int(hi))
+    for a in range(lo, hi + 1, CHUNK_ROWS):
+        b = min(a + CHUNK_ROWS - 1, hi)
         df = f.frame(q.where(f"WHERE rowid BETWEEN {a} AND {b} ORDER BY rowid"))
         if len(df):
             yield df

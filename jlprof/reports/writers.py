@@ -129,10 +129,9 @@ def write_reports(
     say = progress or (lambda _m: None)
     prepare_folder(output)
     written = []
-    early = getattr(p, "written_early", {})
     for rep in reports:
-        if rep in early:  # written while the windowed engine read its rows (iteration_files)
-            written.extend(early[rep])
+        if rep in p.written_early:  # written while the windowed engine read its rows
+            written.extend(p.written_early[rep])
             continue
         targets = {fmt: report_path(output, p.profile_name, rep, fmt) for fmt in formats}
         todo = {f: t for f, t in targets.items() if force or not t.exists()}
@@ -163,24 +162,16 @@ def _write_streamed(p: Analysis, todo: dict[str, Path], say: Callable[[str], Non
     """The iteration report, part by part (:func:`tables.iteration_parts`), into every format
     at once: each part is gathered once and written to each file, so memory holds one part,
     not the 10M-row frame. Every file whole or not at all: an error leaves none of them."""
-    from contextlib import ExitStack
-
     from jlprof.engine.memory import heavy_stage
     from jlprof.reports import tables
 
     lo, hi = p.range_of(None, None)
     for fmt in todo:
         say(f"writing iteration.{fmt}")
-    with ExitStack() as files, heavy_stage():
-        streams = [
-            STREAMS[fmt](files.enter_context(outputs.written_file(t, background=fmt != "parquet")))
-            for fmt, t in todo.items()
-        ]
+    with _parts_into(todo) as write, heavy_stage():
         for part in tables.iteration_parts(p, lo, hi):
-            write_frames(streams, part)  # CSV and JSON laid out once, batch by batch
+            write(part)
             del part
-        for s in streams:
-            s.close()
 
 
 @contextmanager
@@ -190,16 +181,25 @@ def iteration_files(
     """The iteration report's files open for parts written in order (the windowed engine's
     windows, :func:`jlprof.profile.load_windowed`): yields (write one part, the paths). Every
     file whole or not at all: an error inside leaves none of them."""
-    from contextlib import ExitStack
-
     targets = {f: report_path(output, profile_name, "iteration", f) for f in formats}
     todo = {f: t for f, t in targets.items() if force or not t.exists()}
+    with _parts_into(todo) as write:
+        yield write, list(todo.values())
+
+
+@contextmanager
+def _parts_into(todo: dict[str, Path]) -> Iterator[Callable[[pd.DataFrame], None]]:
+    """A report's files (format -> path) open for its parts in order: yields a function
+    writing one part to every file (CSV and JSON laid out once, batch by batch). Every file
+    whole or not at all."""
+    from contextlib import ExitStack
+
     with ExitStack() as files:
         streams = [
             STREAMS[fmt](files.enter_context(outputs.written_file(t, background=fmt != "parquet")))
             for fmt, t in todo.items()
         ]
-        yield (lambda part: write_frames(streams, part)), list(todo.values())
+        yield lambda part: write_frames(streams, part)
         for s in streams:
             s.close()
 
