@@ -18,18 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench.*; jlprof from PYTHONPATH
 
-def _kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def _reset_hwm() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+from bench.stage_rss import reset_hwm, rss_kb
 
 
 def _sha(path: Path) -> str:
@@ -73,7 +64,7 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     trace = read_trace(export)
-    base = _kb("VmRSS")
+    base = rss_kb("VmRSS")
     print(f"read_trace {time.perf_counter() - t:.2f} s, RSS {base / 1e6:.2f} GB, "
           f"gpu {len(trace.gpu):,} rows, api {len(trace.api):,} rows", flush=True)  # fmt: skip
     runs = {
@@ -85,12 +76,12 @@ def main(argv: list[str]) -> int:
     for _, (label, run) in itertools.product(range(reps), runs.items()):
         target = out / ("whole_dldb.sqlite" if label == "save_trace" else "parts_dldb.sqlite")
         target.unlink(missing_ok=True)
-        before = _kb("VmRSS")
-        _reset_hwm()
+        before = rss_kb("VmRSS")
+        reset_hwm()
         t = time.perf_counter()
         run(target)
         wall = time.perf_counter() - t
-        peak = _kb("VmHWM") - before
+        peak = rss_kb("VmHWM") - before
         results[label].append((wall, peak))
         size = target.stat().st_size / 1e6
         print(f"{label:>16}: {wall:6.2f} s, peak +{peak / 1e6:.2f} GB above the trace "

@@ -19,7 +19,7 @@ import threading
 import time
 
 
-def _rss_kb(field: str = "VmRSS") -> int:
+def rss_kb(field: str = "VmRSS") -> int:
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -27,7 +27,7 @@ def _rss_kb(field: str = "VmRSS") -> int:
     return 0
 
 
-def _reset_hwm() -> bool:
+def reset_hwm() -> bool:
     """Reset VmHWM to the current RSS (Linux >= 4.0): each stage's exact peak, not polled."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -42,20 +42,20 @@ class _Stages:
         self.name = "start"
         self.t = time.perf_counter()
         self.t0 = self.t
-        self.peak = _rss_kb()
+        self.peak = rss_kb()
         self.lock = threading.Lock()
         self.rows: list[tuple[str, float, int, int]] = []
-        self.hwm = _reset_hwm()
+        self.hwm = reset_hwm()
         self.usage = resource.getrusage(resource.RUSAGE_SELF)
 
     def poll(self) -> None:
         with self.lock:
-            self.peak = max(self.peak, _rss_kb())
+            self.peak = max(self.peak, rss_kb())
 
     def enter(self, name: str) -> None:
         with self.lock:
-            now, rss = time.perf_counter(), _rss_kb()
-            self.peak = max(self.peak, rss, _rss_kb("VmHWM") if self.hwm else 0)
+            now, rss = time.perf_counter(), rss_kb()
+            self.peak = max(self.peak, rss, rss_kb("VmHWM") if self.hwm else 0)
             row = (self.name, now - self.t, self.peak, rss)
             self.rows.append(row)
             gb = f"peak {row[2] / 1e6:.2f} GB, after {row[3] / 1e6:.2f} GB"
@@ -66,7 +66,7 @@ class _Stages:
             print(f"[stage_rss {now - self.t0:7.2f}s] end {row[0]!r}: {row[1]:.2f} s, {gb}, {cpu}",
                   flush=True)  # fmt: skip
             self.name, self.t, self.peak = name, now, rss
-            self.hwm = _reset_hwm()
+            self.hwm = reset_hwm()
 
 
 def main(argv: list[str]) -> int:

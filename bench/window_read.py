@@ -24,21 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.stage_rss import reset_hwm, rss_kb
 from jlprof.engine.read import read_trace
 from jlprof.engine.windows import WindowReader, plan_windows
-
-
-def _kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def _reset_hwm() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
 
 
 class Phase:
@@ -49,8 +37,8 @@ class Phase:
 
     def __enter__(self) -> Phase:
         gc.collect()
-        _reset_hwm()
-        self.rss0 = _kb("VmRSS")
+        reset_hwm()
+        self.rss0 = rss_kb("VmRSS")
         self.cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         self.t0 = time.perf_counter()
         return self
@@ -61,8 +49,8 @@ class Phase:
         user, system = cpu.ru_utime - self.cpu0.ru_utime, cpu.ru_stime - self.cpu0.ru_stime
         print(
             f"{self.name}: wall {wall:.2f} s, cpu user {user:.2f} s + sys {system:.2f} s, "
-            f"peak RSS {_kb('VmHWM') / 1024:.0f} MB (at start {self.rss0 / 1024:.0f} MB, "
-            f"at end {_kb('VmRSS') / 1024:.0f} MB)",
+            f"peak RSS {rss_kb('VmHWM') / 1024:.0f} MB (at start {self.rss0 / 1024:.0f} MB, "
+            f"at end {rss_kb('VmRSS') / 1024:.0f} MB)",
             flush=True,
         )
 
@@ -76,7 +64,9 @@ def main() -> None:
     a = ap.parse_args()
     cx = False if a.sqlite3 else None
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    print(f"pid {os.getpid()}, {a.export}, RSS at start {_kb('VmRSS') / 1024:.0f} MB", flush=True)
+    print(
+        f"pid {os.getpid()}, {a.export}, RSS at start {rss_kb('VmRSS') / 1024:.0f} MB", flush=True
+    )
     if a.whole:
         with Phase("read_trace"):
             trace = read_trace(a.export, use_connectorx=cx)
@@ -97,7 +87,7 @@ def main() -> None:
             got = reader.read(w)
             print(
                 f"  window {w}: api {len(got.api):,} gpu {len(got.gpu):,} rows, "
-                f"{time.perf_counter() - t:.2f} s, RSS {_kb('VmRSS') / 1024:.0f} MB",
+                f"{time.perf_counter() - t:.2f} s, RSS {rss_kb('VmRSS') / 1024:.0f} MB",
                 flush=True,
             )
             del got

@@ -26,8 +26,16 @@ from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
 from jlprof.engine.windows import LaunchPlan, WindowReader, plan_windows, read_window
 from jlprof.errors import InputError
-from tests.fixtures.nsysdb import NsysDb, global_pid
-from tests.fixtures.scenarios import ORPHAN, PID_A, PID_B, cpu_only_db, real_traces, rich_db
+from tests.fixtures.nsysdb import NsysDb
+from tests.fixtures.scenarios import (
+    ORPHAN,
+    PID_A,
+    PID_B,
+    cpu_only_db,
+    kernel_without_call,
+    real_traces,
+    rich_db,
+)
 
 SIZES = (1, 7, 1000)
 SAMPLE = 120  # windows read per (real export, size) for sizes below 1000
@@ -205,33 +213,7 @@ def cross_process_db() -> NsysDb:
         b = 1_000 * i
         t.launch(f"k{i % 3}", b, b + 50, b + 100, b + 400, correlation_id=i + 1)
     db.process(PID_B, "python").thread().api_only("cudaFree_v3020", 100, 200)
-    corr = 3  # process 100's third launch
-    db.bulk(
-        "CUPTI_ACTIVITY_KIND_KERNEL",
-        {
-            "start": [9_500],
-            "end": [9_600],
-            "deviceId": [0],
-            "contextId": [1],
-            "streamId": [7],
-            "correlationId": [corr],
-            "globalPid": [global_pid(PID_B)],
-            "demangledName": [db.string(ORPHAN)],
-            "shortName": [db.string(ORPHAN)],
-            "gridX": [1],
-            "gridY": [1],
-            "gridZ": [1],
-            "blockX": [32],
-            "blockY": [1],
-            "blockZ": [1],
-            "registersPerThread": [16],
-            "staticSharedMemory": [0],
-            "dynamicSharedMemory": [0],
-            "localMemoryPerThread": [0],
-            "localMemoryTotal": [0],
-            "gridId": [1],
-        },
-    )
+    kernel_without_call(db, 9_500, 9_600, 3, PID_B)  # process 100's third launch's id
     return db
 
 
