@@ -93,8 +93,10 @@ def path_table(
     (pyprof traces nest >1000 levels) and millions of instances both stay cheap.
     """
     n = len(parent)
-    code = np.full(n, NONE, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int64)
+    # row-long arrays in 32 bits below 2**31 rows (the table of paths, a Python list, never
+    # nears that many entries): 60 MB less at the peak at 7.5M instances
+    code = np.full(n, NONE, dtype=index_dtype(n))
+    depth = np.zeros(n, dtype=index_dtype(n))
     act = np.flatnonzero(parent >= 0)  # climb only from the rows still below a root
     cur = parent[act]
     while len(act):
@@ -126,6 +128,7 @@ def path_table(
     for d in range(len(bounds) - 1):
         rows = order[bounds[d] : bounds[d + 1]]
         par = np.where(parent[rows] >= 0, code[np.maximum(parent[rows], 0)], NONE)
+        par = par.astype(np.int64, copy=False)  # enters a product
         pair = (par + 1) * nops + op[rows]
         inv, uniq = pd.factorize(pair, sort=True)  # np.unique's result, hashed: few pairs
         codes = np.empty(len(uniq), dtype=np.int64)

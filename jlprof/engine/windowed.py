@@ -38,7 +38,7 @@ from jlprof.engine import intervals
 from jlprof.engine.aggregate import InstanceMetrics
 from jlprof.engine.correlate import NONE, Correlated, launching_calls, pick, unassociated_ops
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.narrow import index_dtype, narrow
+from jlprof.engine.narrow import fits_int32, index_dtype, narrow
 from jlprof.engine.ranges import Ranges, append_ops, calls_in_ranges
 from jlprof.engine.tensorcore import kernel_uses_tc
 from jlprof.engine.trace import Trace
@@ -133,20 +133,16 @@ class WorkPass:
         self.ranges = ranges
         n_ranges = len(ranges.start_ns)
         self.n_r = n_ranges
-        self.range_cpu = ranges.end_ns - ranges.start_ns
-        self.range_op = ranges.op
+        self.range_op = ranges.op_narrow()
         self.it = iterations
         self.n_range_ops = len(ranges.ops)
         self._report_ops: tuple[pd.DataFrame, np.ndarray] | None = None
         n = n_ranges
-        self.gpu_ns = np.zeros(n, np.int64)
-        self.tc_gpu_ns = np.zeros(n, np.int64)
-        self.kernel_ns = np.zeros(n, np.int64)
-        self.n_gpu = np.zeros(n, np.int64)
-        self.api_ns = np.zeros(n, np.int64)
-        self.first = np.full(n, np.iinfo(np.int64).max)
-        self.last = np.full(n, np.iinfo(np.int64).min)
-        self.union = np.zeros(n, np.int64)
+        # per range, for the whole run: the sums start as int32 and widen only when one
+        # passes it (_Sums); a window updates only the ranges it meets
+        self.sums = _Sums(n, ("gpu_ns", "tc_gpu_ns", "kernel_ns", "n_gpu", "api_ns", "union"))
+        self.first = np.zeros(n, np.int64)  # of the ranges with GPU work (n_gpu > 0)
+        self.last = np.zeros(n, np.int64)
         self.tail = (np.zeros(0, np.int64),) * 3  # merged GPU work that may meet later work
         self.un_api = _Synthetic()
         self.un_gpu = _Synthetic()
@@ -214,19 +210,27 @@ class WorkPass:
 
         # ranges: sums of their calls and GPU work, and the GPU union for idle_ns
         n = self.n_r
+        sums = self.sums
         in_r = (a_inst >= 0) & (a_inst < n)
-        self.api_ns += _sum(a_inst[in_r], a_dur[in_r], n)
+        sums.add("api_ns", *_per_group(a_inst[in_r], a_dur[in_r]))
         gr = (g_inst >= 0) & (g_inst < n)
         gi = g_inst[gr]
         gs, ge, dur = g_start[gr], g_end[gr], g_dur[gr]
-        self.gpu_ns += _sum(gi, dur, n)
-        self.tc_gpu_ns += _sum(g_inst[gr & tc], g_dur[gr & tc], n)
-        self.kernel_ns += _sum(g_inst[gr & is_kernel], g_dur[gr & is_kernel], n)
-        self.n_gpu += np.bincount(gi, minlength=n)
-        np.minimum.at(self.first, gi, gs)
-        np.maximum.at(self.last, gi, ge)
+        u, inv = np.unique(gi, return_inverse=True)  # the ranges this window's work is of
+        seen = sums.get("n_gpu", u) > 0
+        sums.add("gpu_ns", u, np.bincount(inv, weights=dur))
+        sums.add("tc_gpu_ns", u, np.bincount(inv, weights=np.where(tc[gr], dur, 0)))
+        sums.add("kernel_ns", u, np.bincount(inv, weights=np.where(is_kernel[gr], dur, 0)))
+        sums.add("n_gpu", u, np.bincount(inv))
+        lo = np.full(len(u), np.iinfo(np.int64).max)
+        hi = np.full(len(u), np.iinfo(np.int64).min)
+        np.minimum.at(lo, inv, gs)
+        np.maximum.at(hi, inv, ge)
+        self.first[u] = np.where(seen, np.minimum(self.first[u], lo), lo)
+        self.last[u] = np.where(seen, np.maximum(self.last[u], hi), hi)
+        del u, inv, seen, lo, hi
         alone = np.asarray(w.isolated, bool)[gr]
-        self.union += _sum(gi[alone], np.maximum(ge[alone], gs[alone]) - gs[alone], n)
+        sums.add("union", *_per_group(gi[alone], np.maximum(ge[alone], gs[alone]) - gs[alone]))
         self._add_union(gi[~alone], gs[~alone], ge[~alone], w.next_start_ns)
 
         # each GPU row's launch: its call's start, its own without one; and its iteration
@@ -299,16 +303,15 @@ class WorkPass:
         mg, ms, me = intervals.merge(
             np.concatenate([tg, gi]), np.concatenate([ts, gs]), np.concatenate([te, ge])
         )
-        n = self.n_r
-        self.union += _sum(mg, me - ms, n) - _sum(tg, te - ts, n)
+        self.sums.add("union", *_per_group(np.concatenate([mg, tg]),
+                                           np.concatenate([me - ms, ts - te])))  # fmt: skip
         keep = me > cut
         self.tail = (mg[keep], ms[keep], me[keep])
 
     def release(self) -> None:
         """Let the running sums and the range lookups go (after :meth:`finish`)."""
-        for name in ("gpu_ns", "tc_gpu_ns", "kernel_ns", "n_gpu", "api_ns", "first", "last",
-                     "union", "range_cpu", "range_op"):  # fmt: skip
-            setattr(self, name, None)
+        self.sums = _Sums(0, ())
+        self.first = self.last = self.range_op = None  # type: ignore[assignment]
         self.un_api = self.un_gpu = _Synthetic()
         rl = self.ranges.lanes  # calls_in_ranges is done with: only the parents are read on
         rl.nest_rows = rl.n_lane = rl.n_start = rl.n_end = rl.n_order = None  # type: ignore
@@ -321,28 +324,38 @@ class WorkPass:
         rank[order] = np.arange(len(order))
         for name, parts in ug.parts.items():
             ug.parts[name] = [np.concatenate(parts)[order]]
-        span = np.where(self.n_gpu > 0, self.last - self.first, 0)
-        r_idle = np.maximum(span - self.union, 0)
+        r = self.sums.cols
         zeros_a = np.zeros(ua.count, np.int64)
-        ones_g = np.ones(ug.count, np.int64)
+        # one figure at a time, each narrowed before the next: no pile of range-long int64s
+        span = np.where(r["n_gpu"] > 0, self.last - self.first, 0)
+        span -= r["union"]
+        np.maximum(span, 0, out=span)
+        idle_ns = narrow(np.concatenate([span, zeros_a, np.zeros(ug.count, np.int64)]))
+        del span
         api_ns = np.concatenate(
-            [self.api_ns, ua.column("api_ns", np.int64), ug.column("api_ns", np.int64)]
+            [r["api_ns"], ua.column("api_ns", np.int64), ug.column("api_ns", np.int64)]
         )
-        cpu = np.concatenate(
-            [self.range_cpu, ua.column("cpu", np.int64), ug.column("cpu", np.int64)]
+        rng = self.ranges
+        over = np.concatenate(
+            [rng.end_ns - rng.start_ns, ua.column("cpu", np.int64), ug.column("cpu", np.int64)]
         )
+        over -= api_ns
+        np.maximum(over, 0, out=over)
+        overhead_ns = narrow(over)
+        del over
+        api_ns = narrow(api_ns)
+
+        def per_inst(name: str, un_gpu: np.ndarray) -> np.ndarray:
+            return narrow(np.concatenate([r.pop(name), zeros_a, un_gpu]))
+
         metrics = InstanceMetrics(
-            gpu_ns=narrow(np.concatenate([self.gpu_ns, zeros_a, ug.column("gpu_ns", np.int64)])),
-            api_ns=narrow(api_ns),
-            overhead_ns=narrow(np.maximum(cpu - api_ns, 0)),
-            idle_ns=narrow(np.concatenate([r_idle, zeros_a, np.zeros(ug.count, np.int64)])),
-            tc_gpu_ns=narrow(
-                np.concatenate([self.tc_gpu_ns, zeros_a, ug.column("tc_gpu_ns", np.int64)])
-            ),
-            kernel_ns=narrow(
-                np.concatenate([self.kernel_ns, zeros_a, ug.column("kernel_ns", np.int64)])
-            ),
-            n_gpu=narrow(np.concatenate([self.n_gpu, zeros_a, ones_g])),
+            gpu_ns=per_inst("gpu_ns", ug.column("gpu_ns", np.int64)),
+            api_ns=api_ns,
+            overhead_ns=overhead_ns,
+            idle_ns=idle_ns,
+            tc_gpu_ns=per_inst("tc_gpu_ns", ug.column("tc_gpu_ns", np.int64)),
+            kernel_ns=per_inst("kernel_ns", ug.column("kernel_ns", np.int64)),
+            n_gpu=per_inst("n_gpu", np.ones(ug.count, np.int64)),
         )
         return WorkResult(
             n_ranges=self.n_r,
@@ -358,9 +371,34 @@ class WorkPass:
         )
 
 
-def _sum(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Per-group integer sums (float64 bincount, exact below 2**53, as instance_metrics)."""
-    return np.bincount(group, weights=values, minlength=n).astype(np.int64)
+def _per_group(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The groups met and the sums of ``values`` over each (float64 bincount, exact below
+    2**53, as instance_metrics): a window's few groups, not one slot per range."""
+    u, inv = np.unique(group, return_inverse=True)
+    return u, np.bincount(inv, weights=values, minlength=len(u))
+
+
+class _Sums:
+    """Integer running sums per range, held as int32 until one passes it (then int64).
+
+    At 7.5M ranges each such array is 30 MB instead of 60, for the whole windowed run, and
+    a window adds only at the ranges it meets (no range-long temporaries per window)."""
+
+    def __init__(self, n: int, names: tuple[str, ...]) -> None:
+        self.cols = {name: np.zeros(n, np.int32) for name in names}
+
+    def get(self, name: str, at: np.ndarray) -> np.ndarray:
+        return self.cols[name][at]
+
+    def add(self, name: str, at: np.ndarray, sums: np.ndarray) -> None:
+        """Add ``sums`` (integers, maybe as float64) at the unique rows ``at``."""
+        if len(at) == 0:
+            return
+        col = self.cols[name]
+        new = col[at] + np.asarray(sums).astype(np.int64)
+        if col.dtype != np.int64 and not fits_int32(new):
+            col = self.cols[name] = col.astype(np.int64)
+        col[at] = new
 
 
 def _uses_tc(gpu: pd.DataFrame) -> np.ndarray:
@@ -415,8 +453,13 @@ class _GpuColumns:
         c = self.cols
         if not c:
             return pd.DataFrame({k: np.zeros(0, np.int64) for k in _SKINNY_GPU})
-        inst = c.pop("inst")
-        c["inst"] = resolve(inst).astype(index_dtype(n_inst))
+        inst = c.pop("inst")  # int32: provisional ids resolved in place, a slice at a time
+        if index_dtype(n_inst) != inst.dtype:
+            inst = inst.astype(index_dtype(n_inst))
+        for lo in range(0, len(inst), 1 << 20):
+            part = slice(lo, lo + (1 << 20))
+            inst[part] = resolve(inst[part])
+        c["inst"] = inst
         del inst
         for name in ("name", "long_name"):
             c[name] = pd.Categorical.from_codes(c[name], categories=self.cats[name])
