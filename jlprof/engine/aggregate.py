@@ -16,6 +16,13 @@ where the frame is built (``engine.narrow``, the reader's rule); the builders su
 subtract in int64 whatever their inputs hold. Readers go through :func:`combine`, which
 sums exactly (int64, or int32 where no group's total can overflow) and gives int64, so
 reports never see the narrowed types; a reader of a cube frame's rows widens at the use.
+
+The windowed profile (``profile.load_windowed``: the CLI's ``--windowed``) writes its reports
+for one range lo..hi and is never re-ranged, so its cube keeps ``op_iter`` and ``kernel_iter``
+for that range alone (``build_cube(only=(lo, hi))``): one row per op and per (kernel, op),
+aggregated by chunks of rows whose partials are merged; :func:`combine` gives lo..hi's
+figures from them exactly and refuses any other range, :func:`per_iteration` refuses readers
+of their rows per iteration (at 10M kernels: 0.6 GB less kept, the cube's peak 0.65 GB lower).
 """
 
 from __future__ import annotations
