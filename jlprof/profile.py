@@ -289,6 +289,7 @@ def load_windowed(
         profile_name=profile_name,
         progress=progress,
         correlated=(c, m),
+        cube_range=(lo, hi),  # its reports are for lo..hi alone: the cube keeps that range
     )
     prof.written_early = early
     return prof

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from jlprof.cli import main
-from jlprof.engine import windowed_run
+from jlprof.engine import aggregate, windowed_run
 from tests.fixtures.loops import small_training_export
 from tests.fixtures.scenarios import KEY_NODE, cpu_only_db, real_data_dir, real_traces, rich_db
 
@@ -25,10 +25,10 @@ def _exports(tmp_path):
         yield path, None
 
 
-def _run(db, key, out, windowed: str) -> None:
+def _run(db, key, out, windowed: str, extra: tuple[str, ...] = ()) -> None:
     args = [f"--database={db}", "--reports=all", "--formats=csv,json",
             f"--output_path={out}", "-f", "true", "-v", "quiet",
-            f"--windowed={windowed}"]  # fmt: skip
+            f"--windowed={windowed}", *extra]  # fmt: skip
     if key:
         args.append(f"--key_node={key}")
     assert main(args) == 0
@@ -41,6 +41,38 @@ def test_windowed_files_are_the_whole_runs(tmp_path, monkeypatch, calls):
         whole, win = tmp_path / f"whole{n}", tmp_path / f"win{n}"
         _run(db, key, whole, "false")
         _run(db, key, win, "true")
+        names = sorted(p.name for p in whole.iterdir())
+        assert names == sorted(p.name for p in win.iterdir()), db
+        assert any(name.endswith("iteration.csv") for name in names)
+        for name in names:
+            assert (win / name).read_bytes() == (whole / name).read_bytes(), (db, name)
+
+
+@pytest.mark.parametrize("first, last", [(0, 0), (1, 2), (-1, -1)])
+def test_windowed_files_for_a_range_are_the_whole_runs(tmp_path, monkeypatch, first, last):
+    """--iter_start/--iter_stop: the windowed profile keeps that range's op and kernel
+    figures combined (not per iteration); its files are still the whole run's, for the first
+    iteration, a middle part and the last (-1: the last iteration)."""
+    from jlprof.engine import analysis
+
+    built = []
+
+    def build_cube(*args, only=None, **kwargs):
+        built.append(only)
+        return aggregate.build_cube(*args, only=only, **kwargs)
+
+    monkeypatch.setattr(analysis, "build_cube", build_cube)
+    exports = [
+        (rich_db().write(tmp_path / "rich.sqlite"), KEY_NODE, 4),
+        (small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step", 8),
+    ]
+    for n, (db, key, count) in enumerate(exports):
+        lo, hi = (count - 1, count - 1) if first < 0 else (first, last)
+        extra = (f"--iter_start={lo}", f"--iter_stop={hi}")
+        whole, win = tmp_path / f"whole{n}", tmp_path / f"win{n}"
+        _run(db, key, whole, "false", extra)
+        _run(db, key, win, "true", extra)
+        assert built[-2:] == [None, (lo, hi)]  # the windowed cube holds lo..hi combined
         names = sorted(p.name for p in whole.iterdir())
         assert names == sorted(p.name for p in win.iterdir()), db
         assert any(name.endswith("iteration.csv") for name in names)

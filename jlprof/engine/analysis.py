@@ -15,7 +15,13 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import Cube, InstanceMetrics, build_cube, instance_metrics
+from jlprof.engine.aggregate import (
+    Cube,
+    InstanceMetrics,
+    build_cube,
+    check_held_range,
+    instance_metrics,
+)
 from jlprof.engine.correlate import Correlated, correlate
 from jlprof.engine.iterations import (
     DEFAULT_KEY_NODE,
@@ -122,11 +128,18 @@ class Analysis:
         profile_name: str = DEFAULT_PROFILE_NAME,
         progress: Callable[[str], None] | None = None,
         correlated: tuple[Correlated, InstanceMetrics] | None = None,
+        cube_range: tuple[int, int] | None = None,
     ) -> None:
         """``correlated``: the correlation and instance figures when already computed (the
-        windowed engine's, :mod:`jlprof.engine.windowed`), else computed here from ``trace``."""
+        windowed engine's, :mod:`jlprof.engine.windowed`), else computed here from ``trace``.
+        ``cube_range`` (with ``correlated`` only): the range lo..hi the reports are for,
+        which the cube then keeps combined instead of per iteration (``build_cube``'s
+        ``only``): the profile answers that range alone and refuses any other."""
         check_options(key_node, iter_start, iter_stop, domains, mode)
         say = progress or (lambda _m: None)
+        if cube_range is not None and correlated is None:
+            raise OptionError("cube_range is for a windowed profile: give correlated= too.")
+        self._cube_range = cube_range
         self.trace = trace
         self.mode = mode or "simple"
         self.mode_given = mode is not None  # -m simple given: only the kernel report
@@ -170,7 +183,9 @@ class Analysis:
         self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
 
     def _check_range(self, start: int | None, stop: int | None) -> tuple[int, int]:
-        return check_range(self.iterations.count, start, stop)
+        lo, hi = check_range(self.iterations.count, start, stop)
+        check_held_range(self._cube_range, lo, hi)  # a windowed profile answers its own
+        return lo, hi
 
     def range_of(self, iter_start: int | None, iter_stop: int | None) -> tuple[int, int]:
         """The effective inclusive range: the arguments, else the profile's current range."""
@@ -192,7 +207,9 @@ class Analysis:
         if cube is None:
             with heavy_stage():
                 it = find_iterations(self.correlated, self.key_node)
-                cube = build_cube(self.correlated, self.metrics, it, groups=groups)
+                cube = build_cube(
+                    self.correlated, self.metrics, it, groups=groups, only=self._cube_range
+                )
             self._cubes[self.key_node] = cube
         elif groups:
             cube.group_iter  # noqa: B018

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import flops as fl
+from jlprof.engine.aggregate import per_iteration
 from jlprof.engine.idle import CAUSE_LABELS, CAUSES, idle_causes
 from jlprof.engine.launch import in_range, launch_summary, launches
 from jlprof.engine.outliers import OUTLIER_K, iteration_outliers, partial_mask, steady
@@ -170,7 +171,7 @@ def outlier_ops(p: Analysis, iteration: int, lo: int | None = None, hi: int | No
     iteration spent beyond a typical one."""
     lo, hi = p.range_of(lo, hi)
     ref = steady(p.iterations, lo, hi)
-    oi = p.cube.op_iter
+    oi = per_iteration(p.cube.op_iter)  # a windowed profile holds its range combined
     op = oi.index.get_level_values("op").to_numpy(np.int64)
     itn = oi.index.get_level_values("iteration").to_numpy(np.int64)
     in_ref = np.isin(itn, ref)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import index_levels
+from jlprof.engine.aggregate import index_levels, per_iteration
 from jlprof.reports.tables import (
     duration_breakdown,
     kernel_frame,
@@ -216,7 +216,7 @@ def _levels(p: Analysis, which: str) -> tuple[np.ndarray, ...]:
     node. The cube keeps those rows in (group, iteration) order, so one group's rows in a
     range are found by binary search (a mask over ~600k rows costs ~5 ms per pick). Each
     int32 when its values fit, as the cube holds its columns (6M rows at 10M kernels)."""
-    frame = getattr(p.cube, which)
+    frame = per_iteration(getattr(p.cube, which))  # a windowed profile's: combined
     return p.once(f"panels.levels:{which}:{p.key_node}", lambda: index_levels(frame))
 
 
@@ -236,7 +236,7 @@ def _rows(keys: tuple[np.ndarray, ...], want: tuple[int, ...], lo: int, hi: int)
 def iterations_by_op(p: Analysis, lo: int, hi: int, op: int) -> pd.DataFrame:
     """Iterations by Op: one row per iteration of the range, the op's calls, GPU and CPU time
     in it (zeros where it did not run), from the cube's per-(op, iteration) partials."""
-    oi = p.cube.op_iter
+    oi = per_iteration(p.cube.op_iter)
     keys = _levels(p, "op_iter")
     sel = _rows(keys, (op,), lo, hi)
     out = _iteration_frame(lo, hi)
@@ -251,7 +251,7 @@ def iterations_by_op(p: Analysis, lo: int, hi: int, op: int) -> pd.DataFrame:
 def kernel_iterations(p: Analysis, lo: int, hi: int, kernel: int, op: int) -> pd.DataFrame:
     """A kernel's iterations (the drill-down's last step): calls and GPU time of one
     (kernel, op) pair per iteration of the range (``op`` -1: launched outside every op)."""
-    ki = p.cube.kernel_iter
+    ki = per_iteration(p.cube.kernel_iter)
     keys = _levels(p, "kernel_iter")
     sel = _rows(keys, (kernel, op), lo, hi)
     out = _iteration_frame(lo, hi)
@@ -268,7 +268,7 @@ def _kernels_per_iteration(p: Analysis) -> pd.DataFrame:
     and memory activities' time (once per key node; a range change only slices it)."""
 
     def build() -> pd.DataFrame:
-        ki = p.cube.kernel_iter
+        ki = per_iteration(p.cube.kernel_iter)
         n = p.iterations.count
         k = ki.index.get_level_values("kernel").to_numpy(np.int64)
         its = ki.index.get_level_values("iteration").to_numpy(np.int64)
