@@ -315,6 +315,7 @@ class WorkPass:
         self.un_api = self.un_gpu = _Synthetic()
         rl = self.ranges.lanes  # calls_in_ranges is done with: only the parents are read on
         rl.nest_rows = rl.n_lane = rl.n_start = rl.n_end = rl.n_order = None  # type: ignore
+        rl.sorted_keys = None
 
     def finish(self) -> WorkResult:
         """The instance figures, once every window has been added."""
