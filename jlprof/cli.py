@@ -27,6 +27,7 @@ from jlprof.distributed import several
 from jlprof.errors import JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import InThread, prepare_folder, written
+from jlprof.reports import ALIASES, REPORTS
 from jlprof.reports.writers import available, check_outputs, report_path
 from jlprof.version import __version__
 
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     say(f"loading {db}")
     bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     dldb: list[InThread[Path]] = []  # DLProf's database, written while the engine computes
-    if _windowed(args, db):
+    if _windowed(args, db, reports, say):
         try:
             prof = _load_windowed(db, args, say, bar, formats, out, dldb, "iteration" in reports)
         except BaseException:
@@ -248,12 +249,18 @@ WHOLE_BYTES_PER_EVENT = 120
 WHOLE_BYTES_BASE = 200 << 20
 
 
-def _windowed(args: argparse.Namespace, db: Path) -> bool:
+def _windowed(args: argparse.Namespace, db: Path, reports: list[str], say: _Say) -> bool:
     """Whether to analyse ``db`` window by window (``--windowed``). ``auto``: when the whole
     trace would take more than half the memory available now (the whole-trace path is faster,
     the windowed one holds less). Never a jlprof database (it holds the trace whole already)
-    or a run that saves the trace (--save_db) or dumps per-instance data (--dump_model_data)."""
+    or a run that saves the trace (--save_db) or dumps per-instance data (--dump_model_data),
+    and not for jlprof's analyses beyond DLProf's reports: they read every row or iteration
+    (the windowed profile keeps the aggregates of its range)."""
     if args.windowed == "false":
+        return False
+    beyond = [r for r in reports if ALIASES.get(r, r) not in REPORTS]
+    if beyond:
+        say(f"reading the whole trace: --reports {beyond[0]} reads every row", "detailed")
         return False
     from jlprof.engine.store import is_dldb, is_jlprof_db
 

@@ -88,6 +88,30 @@ def test_pytorch_markers_fall_back_to_the_whole_trace(tmp_path, capsys):
     assert (tmp_path / "dlprof_kernel.csv").exists()
 
 
+def test_analyses_beyond_dlprof_read_the_whole_trace(tmp_path, capsys):
+    """jlprof's own analyses read every row or iteration: with them the run reads the whole
+    trace, says so, and writes what the whole run writes."""
+    from jlprof.reports import ANALYSES
+
+    db = rich_db().write(tmp_path / "rich.sqlite")
+    for name in ANALYSES:
+        outs = []
+        for windowed in ("true", "false"):
+            out = tmp_path / f"{name}-{windowed}"
+            assert main([f"--database={db}", f"--reports=kernel,{name}", "--dldb=false",
+                         f"--output_path={out}", f"--windowed={windowed}", "-v", "detailed",
+                         f"--key_node={KEY_NODE}"]) == 0  # fmt: skip
+            outs.append(out)
+        err = capsys.readouterr().err
+        assert f"reading the whole trace: --reports {name} reads every row" in err
+        assert "planning windows" not in err
+        files = sorted(p.name for p in outs[0].iterdir())
+        assert f"dlprof_{name}.csv" in files
+        assert files == sorted(p.name for p in outs[1].iterdir())
+        for f in files:
+            assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), (name, f)
+
+
 def test_auto_reads_by_windows_only_when_memory_is_short(tmp_path, monkeypatch, capsys):
     """``--windowed auto`` (the default) keeps the faster whole-trace path while the trace
     fits in half the memory available, and reads by windows past it."""
