@@ -36,7 +36,7 @@ from jlprof.errors import AnalysisError
 
 #: API calls a window holds at most (more when one iteration alone has more): ~50 MB of
 #: window frames and ~0.15 GB of correlation temporaries at 512k
-WINDOW_CALLS = 1 << 19
+WINDOW_CALLS = 1 << 18
 BIG = np.iinfo(np.int64).max
 
 
