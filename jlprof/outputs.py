@@ -182,6 +182,61 @@ class InThread(Generic[T]):
         self._thread.join()
 
 
+class Fed(Generic[T]):
+    """``work(items, check)`` in a thread of its own (:class:`InThread`), ``items`` yielding
+    what the caller :meth:`put`s, in order, through a queue of ``depth``: the caller makes
+    the next item (reads and correlates the next window) while the thread handles the last
+    (writes it). :meth:`close` ends the items and returns the work's result; the work's error
+    is raised in the caller at its next :meth:`put` or at :meth:`close`."""
+
+    _END = object()
+
+    def __init__(
+        self,
+        work: Callable[[Iterator[Any], Callable[[], None]], T],
+        name: str,
+        depth: int = 1,
+    ) -> None:
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self.job: InThread[T] = InThread(lambda check: work(self._items(check), check), name)
+
+    def _items(self, check: Callable[[], None]) -> Iterator[Any]:
+        while True:
+            try:
+                item = self._q.get(timeout=0.2)
+            except queue.Empty:
+                check()
+                continue
+            if item is self._END:
+                return
+            check()
+            yield item
+
+    def put(self, item: Any) -> None:
+        """Hand ``item`` to the work (waits while the queue is full)."""
+        while True:
+            try:
+                self._q.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                if not self.job._thread.is_alive():  # the work ended: never wait for it
+                    self.job.wait()  # raises its error
+                    raise RuntimeError(f"{self.job._thread.name} ended before its items") from None
+
+    def end(self) -> None:
+        """No more items; the work goes on with those it has (:attr:`job` waits for it)."""
+        self.put(self._END)
+
+    def close(self) -> T:
+        """No more items: the work's result, once it has handled them all."""
+        self.end()
+        return self.job.wait()
+
+    def cancel(self) -> None:
+        """Stop the work (:meth:`InThread.cancel`)."""
+        self.job.cancel()
+
+
 class Checked:
     """A file whose every ``write`` first calls ``check`` (:meth:`InThread.check`); everything
     else is the file's."""

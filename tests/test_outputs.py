@@ -61,3 +61,50 @@ def test_checked_passes_everything_else_to_the_file(tmp_path):
         out.write(b"c")
         assert out.name == f.name and out.tell() == 3
     assert calls == [1, 1] and (tmp_path / "f").read_bytes() == b"abc"
+
+
+def test_fed_work_gets_the_items_in_order_in_its_own_thread():
+    got, names = [], set()
+
+    def work(items, check):
+        for item in items:
+            check()
+            names.add(threading.current_thread().name)
+            got.append(item)
+        return len(got)
+
+    feed = outputs.Fed(work, "jlprof-fed", depth=1)
+    for i in range(50):
+        feed.put(i)
+    assert feed.close() == 50
+    assert got == list(range(50))
+    assert names == {"jlprof-fed"}
+
+
+def test_fed_raises_the_work_s_error_at_the_next_put_or_close():
+    def work(items, _check):
+        for item in items:
+            if item == 3:
+                raise OSError(28, "No space left on device")
+
+    feed = outputs.Fed(work, "jlprof-fed", depth=1)
+    with pytest.raises(OSError, match="No space left"):
+        for i in range(1000):  # the producer does not wait forever on a dead consumer
+            feed.put(i)
+        feed.close()
+
+
+def test_fed_cancel_stops_the_work_between_items():
+    handled, started = [], threading.Event()
+
+    def work(items, _check):
+        for item in items:
+            handled.append(item)
+            started.set()
+
+    feed = outputs.Fed(work, "jlprof-fed", depth=1)
+    feed.put(0)
+    assert started.wait(10)
+    feed.cancel()
+    assert not feed.job._thread.is_alive()
+    assert handled == [0]

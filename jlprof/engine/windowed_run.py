@@ -165,9 +165,7 @@ class WindowsDldb:
     """
 
     def __init__(self, run: WindowedRun, target: Path, flag: str = "--output_path") -> None:
-        import queue
-
-        from jlprof.outputs import InThread
+        from jlprof.outputs import Fed
 
         plan, small = run.plan, run.small
         self.target, self.flag = target, flag
@@ -182,12 +180,12 @@ class WindowsDldb:
         self.horizon = np.minimum.accumulate(first[::-1])[::-1][1:]
         self.rows = np.zeros(0, np.int64)  # the reorder buffer's GPU rows and frame
         self.buf: pd.DataFrame | None = None
-        self.parts: queue.Queue = queue.Queue(maxsize=2)
-        self.job = InThread(self._write, "jlprof-dldb")
+        self.feed = Fed(self._write, "jlprof-dldb", depth=2)
+        self.job = self.feed.job
 
     def put(self, w: int, win: Window) -> None:
         """Window ``w``'s rows (after the windows before it)."""
-        self._send(("api", win.api))
+        self.feed.put(("api", win.api))
         rows, frame = win.gpu_index, win.gpu
         if self.buf is not None:
             rows = np.concatenate([self.rows, rows])
@@ -196,32 +194,18 @@ class WindowsDldb:
             rows, frame = rows[order], frame.take(order).reset_index(drop=True)
         cut = int(np.searchsorted(rows, self.horizon[w]))
         if cut:
-            self._send(("gpu", frame.iloc[:cut]))
+            self.feed.put(("gpu", frame.iloc[:cut]))
         self.rows = rows[cut:]
         self.buf = frame.iloc[cut:].reset_index(drop=True) if cut < len(rows) else None
 
     def done(self) -> None:
         """Every window is in: the buffer goes, then the end."""
         if self.buf is not None:
-            self._send(("gpu", self.buf))
+            self.feed.put(("gpu", self.buf))
             self.buf = None
-        self._send(None)
+        self.feed.end()
 
-    def _send(self, item) -> None:
-        import queue
-
-        while True:  # the writer may have failed: do not wait for it forever
-            try:
-                self.parts.put(item, timeout=0.2)
-                return
-            except queue.Full:
-                if not self.job._thread.is_alive():
-                    self.job.wait()  # raises its error
-                    return
-
-    def _write(self, check: Callable[[], None]) -> Path:
-        import queue
-
+    def _write(self, parts: Iterator[tuple[str, pd.DataFrame]], check: Callable[[], None]) -> Path:
         from jlprof.engine.store import open_dldb
 
         with open_dldb(self.target, self.flag, check, **self.meta) as db:
@@ -231,16 +215,8 @@ class WindowsDldb:
                 db.frame("gpu", self.templates["gpu"]) as gpu,
                 db.frame("api", self.templates["api"]) as api,
             ):
-                while True:
-                    try:
-                        item = self.parts.get(timeout=0.2)
-                    except queue.Empty:
-                        check()
-                        continue
-                    if item is None:
-                        break
-                    check()
-                    (gpu if item[0] == "gpu" else api).write(item[1])
+                for kind, frame in parts:
+                    (gpu if kind == "gpu" else api).write(frame)
         return self.target
 
 
