@@ -512,36 +512,39 @@ def assemble(
     idx = index_dtype(n_inst)
     parent = np.full(n_inst, NONE, dtype=idx)
     parent[:n_r] = ranges.lanes.parent
+    ranges.lanes.parent = None  # type: ignore[assignment]
     op_abs = np.full(len(ops), "", dtype=object)
     op_abs[: len(ranges.op_abs)] = ranges.op_abs
     path, paths = path_table(inst_op, ops["op_name"].to_numpy(object), op_abs, parent)
-    r_start, r_end = ranges.start_ns, ranges.end_ns
+    times = [wp.t_first, wp.t_last]
+    for x in (ranges.start_ns, ranges.end_ns, trace.osrt["start_ns"].to_numpy(),
+              trace.osrt["end_ns"].to_numpy()):  # fmt: skip
+        if len(x):
+            times += [int(x.min()), int(x.max())]
     synthetic = np.zeros(n_inst, dtype=bool)
     synthetic[n_r:] = True
-    inst = pd.DataFrame(
-        {
-            "start_ns": np.concatenate([r_start, res.start_ns]),
-            "end_ns": np.concatenate([r_end, res.end_ns]),
-            "cpu_ns": narrow(np.concatenate([r_end - r_start, res.cpu_ns])),
-            "global_tid": np.concatenate([ranges.global_tid, res.global_tid]),
-            "op": inst_op,
-            "parent": parent,
-            "path": path,
-            "synthetic": synthetic,
-            "event_type": narrow(
-                np.concatenate([np.asarray(event_type, np.int64), np.zeros(n_inst - n_r, np.int64)])
-            ),
-            "instance_no": narrow(
-                np.concatenate(
-                    [
-                        ranges.parsed["instance_no"].to_numpy(np.int64)[ranges.text_code],
-                        np.full(n_inst - n_r, -1, np.int64),
-                    ]
-                )
-            ),
-        },
-        copy=False,
+    # the instance columns one at a time, each range array let go once copied (the run's
+    # ranges are spent): the assembly's peak holds the instances, not them and the ranges
+    cols: dict[str, np.ndarray] = {
+        "cpu_ns": narrow(np.concatenate([ranges.end_ns - ranges.start_ns, res.cpu_ns]))
+    }
+    for name, part in (("start_ns", res.start_ns), ("end_ns", res.end_ns),
+                       ("global_tid", res.global_tid)):  # fmt: skip
+        cols[name] = np.concatenate([getattr(ranges, name), part])
+        setattr(ranges, name, None)
+    cols.update(op=inst_op, parent=parent, path=path, synthetic=synthetic)
+    del inst_op, parent, path
+    cols["event_type"] = narrow(
+        np.concatenate([np.asarray(event_type, np.int64), np.zeros(n_inst - n_r, np.int64)])
     )
+    del event_type
+    instance_no = ranges.parsed["instance_no"].to_numpy(np.int64)[ranges.text_code]
+    ranges.text_code = ranges.top = ranges.label = None  # type: ignore[assignment]
+    cols["instance_no"] = narrow(np.concatenate([instance_no, np.full(n_inst - n_r, -1, np.int64)]))
+    del instance_no
+    order = ["start_ns", "end_ns", "cpu_ns", "global_tid", "op", "parent", "path", "synthetic",
+             "event_type", "instance_no"]  # fmt: skip
+    inst = pd.DataFrame({k: cols.pop(k) for k in order}, copy=False)
     calls = pd.DataFrame(
         {
             "start_ns": wp.calls.column("start", np.int64),
@@ -553,10 +556,6 @@ def assemble(
     gpu = wp.gpu_cols.frame(res.resolve, n_inst)
     if wp.it is not None:
         gpu.attrs["key_node"] = wp.it.key_node  # whose iterations ``launch_iter`` holds
-    times = [wp.t_first, wp.t_last]
-    for x in (r_start, r_end, trace.osrt["start_ns"].to_numpy(), trace.osrt["end_ns"].to_numpy()):
-        if len(x):
-            times += [int(x.min()), int(x.max())]
     real = [t for t in times if abs(t) < np.iinfo(np.int64).max]
     rl = ranges.lanes
     c = Correlated(

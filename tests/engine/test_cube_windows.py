@@ -96,10 +96,14 @@ def test_a_kernel_across_window_edges_is_clipped_into_each_iteration(monkeypatch
     assert busy[:3].tolist() == [50, 100, 300]  # 50..100, 100..200, 200..500
 
 
+@pytest.mark.parametrize("sort_rows", [None, 1, 97])  # rows sorted a slice at a time
 @pytest.mark.parametrize("n_it", [1, 3, 40, 600])  # 600: over 255 windows
-def test_window_rows_are_each_windows_rows_in_row_order(n_it):
+def test_window_rows_are_each_windows_rows_in_row_order(monkeypatch, n_it, sort_rows):
     """One sort for every window gives what a scan per window gives, rows outside every
-    window (before the first iteration, past the last) in none."""
+    window (before the first iteration, past the last) in none; the same when the rows are
+    sorted by slices (``SORT_ROWS``), and as 32-bit row indices."""
+    if sort_rows is not None:
+        monkeypatch.setattr(aggregate, "SORT_ROWS", sort_rows)
     it = np.random.default_rng(n_it).integers(-2, n_it + 2, size=2000)
     for rows in (1, 50, 400):
         windows = aggregate.row_windows(np.bincount(np.clip(it, 0, n_it - 1)), rows)
@@ -110,13 +114,19 @@ def test_window_rows_are_each_windows_rows_in_row_order(n_it):
         assert len(got) == len(windows)
         for (a, b), g in zip(windows, got, strict=True):
             np.testing.assert_array_equal(g, np.flatnonzero((it >= a) & (it < b)))
+            assert g.dtype == np.int32
 
 
+@pytest.mark.parametrize("sort_rows", [None, 1, 97])
 @pytest.mark.parametrize("n_windows", [1, 2, 40, 300])  # 300: over 255 windows
-def test_overlap_rows_are_the_rows_each_window_of_time_overlaps_in_row_order(n_windows):
+def test_overlap_rows_are_the_rows_each_window_of_time_overlaps_in_row_order(
+    monkeypatch, n_windows, sort_rows
+):
     """Two binary searches and one sort give what a scan per window gives: every interval
     that overlaps a window's span (``start < hi`` and ``end > lo``), in row order, intervals
     across edges in every window they reach, empty and inverted intervals by the same rule."""
+    if sort_rows is not None:
+        monkeypatch.setattr(aggregate, "SORT_ROWS", sort_rows)
     rng = np.random.default_rng(n_windows)
     edges = np.sort(rng.choice(np.arange(-50, 20_000), size=n_windows + 1, replace=False))
     start = rng.integers(-100, 20_100, size=5000)
