@@ -156,6 +156,9 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
             db,
             **_analysis_options(args, bar),
             on_read=lambda trace: dldb.extend(_start_dldb(trace, db, out, args, say)),
+            # DLProf's reports are for one range: the cube keeps it alone (jlprof's own
+            # analyses read per-iteration figures)
+            range_only=all(ALIASES.get(r, r) in REPORTS for r in reports),
         )
         return _analysed(prof, args, say, bar, reports, formats, out, dldb, status)
     except BaseException:

@@ -190,13 +190,16 @@ def load(
     progress: Callable[[str], None] | None = None,
     use_connectorx: bool | None = None,
     on_read: Callable[[Trace], Any] | None = None,
+    range_only: bool = False,
 ) -> Profile:
     """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database.
 
     ``mode`` None: ``pytorch`` when the trace holds PyTorch markers (emit_nvtx, DLProf/PyProf
     plugin, ``jlprof.torch``), else ``simple``; a mode given always wins. ``on_read`` is
     called with the trace as soon as it is read, before the analysis (the CLI starts writing
-    the DLProf database then, in a thread).
+    the DLProf database then, in a thread). ``range_only``: the profile answers
+    ``iter_start..iter_stop`` alone (the command line's reports): its cube keeps that range's
+    op and kernel figures combined, not per iteration (no range slider, no other key node).
     """
     from jlprof.engine.store import read_any
 
@@ -221,6 +224,7 @@ def load(
         mode=mode,
         profile_name=profile_name,
         progress=progress,
+        range_only=range_only,
     )
 
 
@@ -289,7 +293,7 @@ def load_windowed(
         profile_name=profile_name,
         progress=progress,
         correlated=(c, m),
-        cube_range=(lo, hi),  # its reports are for lo..hi alone: the cube keeps that range
+        range_only=True,  # its reports are for lo..hi alone: the cube keeps that range
     )
     prof.written_early = early
     return prof

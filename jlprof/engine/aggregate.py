@@ -370,8 +370,8 @@ def check_held_range(held: tuple[int, int] | None, lo: int, hi: int) -> None:
     iteration, any range) is asked for another range lo..hi."""
     if held is not None and (int(lo), int(hi)) != tuple(held):
         raise AnalysisError(
-            f"this profile was read by windows for iterations {held[0]}..{held[1]}; load it "
-            f"again for another range (asked: {lo}..{hi})."
+            f"this profile keeps iterations {held[0]}..{held[1]} only (range_only: a "
+            f"command's reports); load it again for another range (asked: {lo}..{hi})."
         )
 
 
@@ -381,9 +381,9 @@ def per_iteration(frame: pd.DataFrame) -> pd.DataFrame:
     held = ranged_to(frame)
     if held is not None:
         raise AnalysisError(
-            f"this profile was read by windows for iterations {held[0]}..{held[1]} and holds "
-            "them combined, not per iteration; load it with --windowed false (jlprof.load) "
-            "for per-iteration figures."
+            f"this profile keeps iterations {held[0]}..{held[1]} combined, not per "
+            "iteration (range_only: a command's reports); load it with jlprof.load for "
+            "per-iteration figures."
         )
     return frame
 

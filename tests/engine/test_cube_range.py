@@ -1,6 +1,7 @@
-"""The windowed profile's cube: ``op_iter`` and ``kernel_iter`` for its range alone.
+"""A range-only profile's cube: ``op_iter`` and ``kernel_iter`` for its range alone.
 
-A profile read by windows (``profile.load_windowed``) answers one range lo..hi, so
+A profile for the command line's reports (``load(range_only=True)``, and every profile read
+by windows, ``profile.load_windowed``) answers one range lo..hi, so
 ``build_cube(..., only=(lo, hi))`` aggregates the instances and GPU rows of lo..hi per op
 and per (kernel, op) directly, by chunks of rows whose partials are merged, instead of per
 iteration. :func:`combine` of it over lo..hi must equal :func:`combine` of the
@@ -77,7 +78,10 @@ def test_a_range_only_cube_combines_to_the_per_iteration_cubes(tmp_path, monkeyp
     assert split >= 3  # the key node splits the fixtures and the FSDP trace
 
 
-def test_the_windowed_profiles_reports_are_the_whole_ones(tmp_path):
+@pytest.mark.parametrize("windowed", [True, False])
+def test_a_range_only_profiles_reports_are_the_whole_ones(tmp_path, windowed):
+    """The windowed profile (given its correlation) and the command line's whole-trace one
+    (``load(range_only=True)``, which correlates the trace itself)."""
     for path, key in _exports(tmp_path):
         whole = Profile(read_trace(path), key_node=key)
         for lo, hi in _ranges(whole.iterations.count):
@@ -86,10 +90,11 @@ def test_the_windowed_profiles_reports_are_the_whole_ones(tmp_path):
                 key_node=key,
                 iter_start=lo,
                 iter_stop=hi,
-                correlated=(whole.correlated, whole.metrics),
-                cube_range=(lo, hi),
+                correlated=(whole.correlated, whole.metrics) if windowed else None,
+                range_only=True,
             )
             assert ranged.cube.only == (lo, hi)
+            assert (ranged.iter_start, ranged.iter_stop) == (lo, hi)
             for name in REPORT_NAMES:
                 got = catalog.report(ranged, name)
                 want = catalog.report(whole, name, lo, hi)
@@ -109,9 +114,9 @@ def test_another_range_and_per_iteration_readers_are_refused(tmp_path):
         iter_start=1,
         iter_stop=2,
         correlated=(whole.correlated, whole.metrics),
-        cube_range=(1, 2),
+        range_only=True,
     )
-    said = "read by windows for iterations 1..2; load it again for another range"
+    said = r"keeps iterations 1..2 only \(range_only: .*\); load it again for another range"
     for lo, hi in ((0, 3), (1, 1), (2, 2), (1, 3)):
         with pytest.raises(AnalysisError, match=said):
             combine(p.cube.op_iter, "op", lo, hi)
@@ -122,11 +127,12 @@ def test_another_range_and_per_iteration_readers_are_refused(tmp_path):
         with pytest.raises(AnalysisError, match=said):
             p.set_range(lo, hi)
         assert (p.iter_start, p.iter_stop) == (1, 2)
-    with pytest.raises(AnalysisError, match=said):
-        p.set_key_node(KEY_NODE)  # resets the range to all iterations
+    with pytest.raises(AnalysisError, match="load it again for another key node"):
+        p.set_key_node(KEY_NODE)  # a range of one key node's iterations
+    assert p.key_node == KEY_NODE
     p.set_range(1, 2)  # its own range is fine
     pd.testing.assert_frame_equal(p.report("kernel"), whole.report("kernel", 1, 2))
-    per_it = "holds them combined, not per iteration"
+    per_it = "keeps iterations 1..2 combined, not per iteration"
     with pytest.raises(AnalysisError, match=per_it):
         p.outlier_ops(1)
     with pytest.raises(AnalysisError, match=per_it):
