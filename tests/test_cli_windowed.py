@@ -50,12 +50,20 @@ def test_windowed_files_are_the_whole_runs(tmp_path, monkeypatch, calls):
 
 @pytest.mark.parametrize("first, last", [(0, 0), (1, 2), (-1, -1)])
 def test_windowed_files_for_a_range_are_the_whole_runs(tmp_path, monkeypatch, first, last):
-    """--iter_start/--iter_stop: the windowed profile keeps that range's op and kernel
-    figures combined (not per iteration); its files are still the whole run's, for the first
-    iteration, a middle part and the last (-1: the last iteration)."""
+    """--iter_start/--iter_stop: the command keeps that range's op and kernel figures
+    combined (range_only, not per iteration), read whole or by windows; its files are still
+    those of a per-iteration cube combined over the range, for the first iteration, a middle
+    part and the last (-1: the last iteration)."""
+    from jlprof import profile
     from jlprof.engine import analysis
 
-    built = []
+    built, load = [], profile.load
+    per_iteration = False
+
+    def load_as_asked(*args, range_only=False, **kwargs):
+        return load(*args, range_only=range_only and not per_iteration, **kwargs)
+
+    monkeypatch.setattr(profile, "load", load_as_asked)
 
     def build_cube(*args, only=None, **kwargs):
         built.append(only)
@@ -72,12 +80,16 @@ def test_windowed_files_for_a_range_are_the_whole_runs(tmp_path, monkeypatch, fi
         whole, win = tmp_path / f"whole{n}", tmp_path / f"win{n}"
         _run(db, key, whole, "false", extra)
         _run(db, key, win, "true", extra)
-        assert built[-2:] == [None, (lo, hi)]  # the windowed cube holds lo..hi combined
+        per_iteration = True
+        _run(db, key, tmp_path / f"per{n}", "false", extra)
+        per_iteration = False
+        assert built[-3:] == [(lo, hi), (lo, hi), None]  # the last: a per-iteration cube
         names = sorted(p.name for p in whole.iterdir())
-        assert names == sorted(p.name for p in win.iterdir()), db
         assert any(name.endswith("iteration.csv") for name in names)
-        for name in names:
-            assert (win / name).read_bytes() == (whole / name).read_bytes(), (db, name)
+        for other in (win, tmp_path / f"per{n}"):
+            assert names == sorted(p.name for p in other.iterdir()), db
+            for name in names:
+                assert (other / name).read_bytes() == (whole / name).read_bytes(), (db, name)
 
 
 def test_pytorch_markers_fall_back_to_the_whole_trace(tmp_path, capsys):
