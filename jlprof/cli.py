@@ -142,7 +142,8 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     say(f"loading {db}")
     bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     dldb: list[InThread[Path]] = []  # DLProf's database, written while the engine computes
-    if _windowed(args, db, reports, say):
+    beyond = _beyond_dlprof(reports)
+    if _windowed(args, db, beyond, say):
         try:
             prof = _load_windowed(db, args, say, bar, formats, out, dldb, "iteration" in reports)
         except BaseException:
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
             on_read=lambda trace: dldb.extend(_start_dldb(trace, db, out, args, say)),
             # DLProf's reports are for one range: the cube keeps it alone (jlprof's own
             # analyses read per-iteration figures)
-            range_only=all(ALIASES.get(r, r) in REPORTS for r in reports),
+            range_only=not beyond,
         )
         return _analysed(prof, args, say, bar, reports, formats, out, dldb, status)
     except BaseException:
@@ -252,16 +253,20 @@ WHOLE_BYTES_PER_EVENT = 120
 WHOLE_BYTES_BASE = 200 << 20
 
 
-def _windowed(args: argparse.Namespace, db: Path, reports: list[str], say: _Say) -> bool:
+def _beyond_dlprof(reports: list[str]) -> list[str]:
+    """The reports asked for that are jlprof's own analyses, not DLProf's eight: they read
+    per-iteration figures or every row, which a range-only or windowed profile does not keep."""
+    return [r for r in reports if ALIASES.get(r, r) not in REPORTS]
+
+
+def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) -> bool:
     """Whether to analyse ``db`` window by window (``--windowed``). ``auto``: when the whole
     trace would take more than half the memory available now (the whole-trace path is faster,
     the windowed one holds less). Never a jlprof database (it holds the trace whole already)
     or a run that saves the trace (--save_db) or dumps per-instance data (--dump_model_data),
-    and not for jlprof's analyses beyond DLProf's reports: they read every row or iteration
-    (the windowed profile keeps the aggregates of its range)."""
+    and not when ``beyond`` (:func:`_beyond_dlprof`) names any of jlprof's own analyses."""
     if args.windowed == "false":
         return False
-    beyond = [r for r in reports if ALIASES.get(r, r) not in REPORTS]
     if beyond:
         say(f"reading the whole trace: --reports {beyond[0]} reads every row", "detailed")
         return False

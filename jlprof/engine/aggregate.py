@@ -17,12 +17,13 @@ subtract in int64 whatever their inputs hold. Readers go through :func:`combine`
 sums exactly (int64, or int32 where no group's total can overflow) and gives int64, so
 reports never see the narrowed types; a reader of a cube frame's rows widens at the use.
 
-The windowed profile (``profile.load_windowed``: the CLI's ``--windowed``) writes its reports
-for one range lo..hi and is never re-ranged, so its cube keeps ``op_iter`` and ``kernel_iter``
-for that range alone (``build_cube(only=(lo, hi))``): one row per op and per (kernel, op),
-aggregated by chunks of rows whose partials are merged; :func:`combine` gives lo..hi's
-figures from them exactly and refuses any other range, :func:`per_iteration` refuses readers
-of their rows per iteration (at 10M kernels: 0.6 GB less kept, the cube's peak 0.65 GB lower).
+A range-only profile (``load(range_only=True)``: the command line's, read whole or by
+windows) writes its reports for one range lo..hi and is never re-ranged, so its cube keeps
+``op_iter`` and ``kernel_iter`` for that range alone (``build_cube(only=(lo, hi))``): one
+row per op and per (kernel, op), aggregated by chunks of rows whose partials are merged;
+:func:`combine` gives lo..hi's figures from them exactly and refuses any other range,
+:func:`per_iteration` refuses readers of their rows per iteration (at 10M kernels: 0.6 GB
+less kept, the cube's peak 0.65 GB lower).
 """
 
 from __future__ import annotations
@@ -354,7 +355,7 @@ def _ranged(frame: pd.DataFrame, only: tuple[int, int] | None) -> pd.DataFrame:
 
 
 def ranged_to(frame: pd.DataFrame) -> tuple[int, int] | None:
-    """The iterations lo..hi a cube frame holds combined as one (the windowed profile's
+    """The iterations lo..hi a cube frame holds combined as one (a range-only profile's
     ``op_iter`` and ``kernel_iter``), or None when it holds each iteration."""
     return frame.attrs.get(RANGE_ATTR)
 
@@ -471,7 +472,7 @@ def _window_rows(
         return [None]
     starts = np.array([a for a, _ in windows] + [windows[-1][1]], np.int64)
     # window w + 1 (0 / len(starts): outside all), a slice at a time in the smallest type
-    group = np.empty(len(iter_of_row), _small_type(len(starts) + 1))
+    group = np.empty(len(iter_of_row), _small_type(len(starts)))
     for lo in range(0, len(group), SORT_ROWS):
         part = slice(lo, lo + SORT_ROWS)
         group[part] = np.searchsorted(starts, iter_of_row[part], side="right")
@@ -482,9 +483,9 @@ def _window_rows(
 SORT_ROWS = 1 << 20
 
 
-def _small_type(bound: int) -> type[np.integer]:
-    """The smallest unsigned type of values below ``bound`` (numpy sorts it by radix)."""
-    return np.uint8 if bound < 255 else np.uint16 if bound < 65535 else np.int64
+def _small_type(top: int) -> type[np.integer]:
+    """The smallest unsigned type holding the values 0..``top`` (numpy sorts it by radix)."""
+    return np.uint8 if top < 255 else np.uint16 if top < 65535 else np.int64
 
 
 def _rows_by_group(group: np.ndarray, n: int, first: int = 0) -> list[np.ndarray]:
@@ -559,7 +560,7 @@ class Cube:
     groups x iterations fit). Combine them with :func:`combine`; read their rows as int64
     where they enter a sum, product or difference.
 
-    With ``only`` = (lo, hi) (the windowed profile's, whose reports are written for one
+    With ``only`` = (lo, hi) (a range-only profile's, whose reports are written for one
     range), ``op_iter`` and ``kernel_iter`` hold that range combined, one row per group:
     :func:`combine` gives the same figures for lo..hi and refuses any other range, and
     :func:`per_iteration` refuses readers of their rows per iteration. ``group_iter``

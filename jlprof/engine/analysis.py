@@ -192,7 +192,7 @@ class Analysis:
 
     def _check_range(self, start: int | None, stop: int | None) -> tuple[int, int]:
         lo, hi = check_range(self.iterations.count, start, stop)
-        check_held_range(self._cube_range, lo, hi)  # a windowed profile answers its own
+        check_held_range(self._cube_range, lo, hi)  # a range-only profile answers its own
         return lo, hi
 
     def range_of(self, iter_start: int | None, iter_stop: int | None) -> tuple[int, int]:

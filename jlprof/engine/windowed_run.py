@@ -224,8 +224,8 @@ def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correla
     """A :class:`Correlated` of the ranges alone: what finding the key node and iterations
     reads (ops, instances, paths; the path strings of ranges are their final ones)."""
     n = len(nv)
-    op = ranges.op.astype(index_dtype(len(ranges.ops)))
-    parent = np.asarray(ranges.lanes.parent).astype(index_dtype(n))
+    op = ranges.op_narrow()
+    parent = np.asarray(ranges.lanes.parent).astype(index_dtype(n), copy=False)
     path, paths = path_table(op, ranges.ops["op_name"].to_numpy(object), ranges.op_abs, parent)
     inst = pd.DataFrame(
         {

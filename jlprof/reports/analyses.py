@@ -171,7 +171,7 @@ def outlier_ops(p: Analysis, iteration: int, lo: int | None = None, hi: int | No
     iteration spent beyond a typical one."""
     lo, hi = p.range_of(lo, hi)
     ref = steady(p.iterations, lo, hi)
-    oi = per_iteration(p.cube.op_iter)  # a windowed profile holds its range combined
+    oi = per_iteration(p.cube.op_iter)  # a range-only profile holds its range combined
     op = oi.index.get_level_values("op").to_numpy(np.int64)
     itn = oi.index.get_level_values("iteration").to_numpy(np.int64)
     in_ref = np.isin(itn, ref)

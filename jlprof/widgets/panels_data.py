@@ -216,7 +216,7 @@ def _levels(p: Analysis, which: str) -> tuple[np.ndarray, ...]:
     node. The cube keeps those rows in (group, iteration) order, so one group's rows in a
     range are found by binary search (a mask over ~600k rows costs ~5 ms per pick). Each
     int32 when its values fit, as the cube holds its columns (6M rows at 10M kernels)."""
-    frame = per_iteration(getattr(p.cube, which))  # a windowed profile's: combined
+    frame = per_iteration(getattr(p.cube, which))  # a range-only profile's: combined
     return p.once(f"panels.levels:{which}:{p.key_node}", lambda: index_levels(frame))
 
 
