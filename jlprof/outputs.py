@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import queue
 import re
@@ -79,6 +80,135 @@ def written_file(
 #: bytes per write(2): on ext4 here, 28 MB writes cost 3-6x the system time of 1-4 MB ones
 #: (875 MB: 0.5-1.7 s vs 0.2 s)
 _WRITE_SLICE = 2 * 1024 * 1024
+#: O_DIRECT writes: offsets and lengths in multiples of this (any device's logical block)
+_DIRECT_BLOCK = 4096
+#: a file's bytes past this offset go past the page cache (:class:`_Slices`)
+DIRECT_AFTER = 1 << 30
+#: set to 0 to write every file through the page cache
+DIRECT_IO_ENV = "JLPROF_DIRECT_IO"
+
+
+def _open_direct(path: str) -> int | None:
+    """A second descriptor on ``path`` that writes past the page cache, or None where the
+    platform (no ``O_DIRECT``: macOS, Windows), the file system or the user says no."""
+    flag = getattr(os, "O_DIRECT", None)
+    if flag is None or os.environ.get(DIRECT_IO_ENV, "1") == "0":
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | flag)
+    except OSError:
+        return None
+
+
+class _Slices:
+    """One file's bytes in order, in :data:`_WRITE_SLICE` writes: through the page cache up to
+    :data:`DIRECT_AFTER`, past it from there (``O_DIRECT``, from one page-aligned buffer; the
+    last slice padded to a block, then the file truncated to its length).
+
+    Why: only the 10M-kernel class of streamed reports passes 1 GiB (the iteration CSV is
+    4.5 GB), more than the page cache holds dirty before it makes the writer wait for the disk
+    anyway, and nobody reads it back at once. Copying it into fresh cache pages cost 13 s of
+    system time for 4.6 GB in the VMs we run on (free page reporting) against 0.5 s past the
+    cache (``dd``), and evicts the user's cache (the export itself): at 10M kernels the command
+    took 2.7 s less (BENCHMARKS.md, 2026-11-26). Below 1 GiB the cache is the faster path (the
+    writer does not wait for the disk, the 1M-kernel files are written without a copy). A file
+    system that refuses O_DIRECT (at open, or ``EINVAL`` at a write) gets the rest of the file
+    through the cache. Errors (a full disk) are raised as from any write.
+    """
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.pos = 0  # bytes given so far
+        self.after = DIRECT_AFTER  # where the direct part starts (a block boundary)
+        self.fd: int | None = None
+        self.buf: mmap.mmap | None = None  # the direct part's slice being filled
+        self.fill = 0  # bytes of buf not yet written
+        self.done = 0  # where buf's bytes go in the file
+
+    def write(self, view: memoryview) -> None:
+        i = 0
+        if self.buf is None and self.after is not None and self.pos + len(view) > self.after:
+            # through the cache up to the first block boundary at or past ``after``
+            edge = max(self.after, self.pos)
+            edge += -edge % _DIRECT_BLOCK
+            i = min(len(view), edge - self.pos)
+            self._cached(view[:i])
+            if self.pos == edge:
+                self._go_direct()
+        if self.buf is None:
+            self._cached(view[i:])
+            return
+        while i < len(view):
+            n = min(len(view) - i, _WRITE_SLICE - self.fill)
+            self.buf[self.fill : self.fill + n] = view[i : i + n]
+            self.fill += n
+            self.pos += n
+            i += n
+            if self.fill == _WRITE_SLICE and self._direct(_WRITE_SLICE):
+                self.done += self.fill
+                self.fill = 0
+            elif self.buf is None:  # refused: the rest through the cache
+                self._cached(view[i:])
+                return
+
+    def _cached(self, view: memoryview) -> None:
+        for i in range(0, len(view), _WRITE_SLICE):
+            self.f.write(view[i : i + _WRITE_SLICE])
+        self.pos += len(view)
+
+    def _go_direct(self) -> None:
+        self.after = None  # one try per file
+        self.f.flush()
+        self.fd = _open_direct(self.f.name) if isinstance(self.f.name, str) else None
+        if self.fd is not None:
+            self.buf = mmap.mmap(-1, _WRITE_SLICE)
+            self.done = self.pos
+
+    def _direct(self, n: int) -> bool:
+        """Write ``buf[:n]`` past the cache at ``done``; False (and the file through the cache
+        from here on, ``buf``'s bytes included) where the file system refuses it. No view of
+        ``buf`` is ever taken: an error's traceback would keep it, and ``buf`` unclosable."""
+        assert self.fd is not None and self.buf is not None
+        data = self.buf if n == _WRITE_SLICE else _aligned_copy(self.buf, self.fill, n)
+        try:
+            wrote = os.pwrite(self.fd, data, self.done)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            wrote = -1
+        finally:
+            if data is not self.buf:
+                data.close()
+        if wrote < 0:  # refused: the file system takes no O_DIRECT write
+            self.f.seek(self.done)
+            self.f.write(self.buf[: self.fill])
+            self.close()
+            return False
+        if wrote != n:  # a regular file writes all of an aligned O_DIRECT write or fails
+            raise OSError(errno.EIO, f"short O_DIRECT write ({wrote} of {n} bytes)", self.f.name)
+        return True
+
+    def finish(self) -> None:
+        """Write what is left; the file then holds every byte given, and no more."""
+        padded = self.fill + (-self.fill % _DIRECT_BLOCK)
+        if self.buf is not None and self.fill and self._direct(padded):
+            os.ftruncate(self.fd, self.done + self.fill)  # type: ignore[arg-type]
+        self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.buf is not None:
+            self.buf.close()
+            self.buf = None
+
+
+def _aligned_copy(buf: mmap.mmap, fill: int, n: int) -> mmap.mmap:
+    """``buf``'s first ``fill`` bytes in a page-aligned buffer of ``n`` >= ``fill`` bytes."""
+    out = mmap.mmap(-1, n)
+    out[:fill] = buf[:fill]
+    return out
 
 
 class _Pipe:
@@ -95,19 +225,26 @@ class _Pipe:
         self.thread.start()
 
     def _run(self) -> None:
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            if isinstance(item, threading.Event):
-                item.set()
-            elif self.error is None and not self.aborted:
-                try:
-                    view = memoryview(item).cast("B")
-                    for i in range(0, len(view), _WRITE_SLICE):
-                        self.f.write(view[i : i + _WRITE_SLICE])
-                except BaseException as exc:  # re-raised in the writing thread
-                    self.error = exc
+        out = _Slices(self.f)
+        try:
+            while True:
+                item = self.q.get()
+                if item is None:
+                    if self.error is None and not self.aborted:
+                        try:
+                            out.finish()
+                        except BaseException as exc:  # re-raised in the closing thread
+                            self.error = exc
+                    return
+                if isinstance(item, threading.Event):
+                    item.set()
+                elif self.error is None and not self.aborted:
+                    try:
+                        out.write(memoryview(item).cast("B"))
+                    except BaseException as exc:  # re-raised in the writing thread
+                        self.error = exc
+        finally:
+            out.close()
 
     def _check(self) -> None:
         if self.error is not None:

@@ -3,6 +3,8 @@ stopped within one write when the caller gives up, its errors raised in the call
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 
 import pytest
@@ -108,3 +110,160 @@ def test_fed_cancel_stops_the_work_between_items():
     feed.cancel()
     assert not feed.job._thread.is_alive()
     assert handled == [0]
+
+
+# ---- big files past the page cache (O_DIRECT) -----------------------------------------------
+SLICE = outputs._WRITE_SLICE
+
+
+def _pieces(total: int, seed: int) -> list[bytes]:
+    """``total`` bytes of varied content in uneven pieces (a writer's batches)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, total, dtype=np.uint8).tobytes()
+    cuts = np.sort(rng.integers(0, total + 1, 7)) if total else np.zeros(0, int)
+    edges = [0, *cuts.tolist(), total]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
+
+
+def _direct_fds(monkeypatch) -> list[int]:
+    """The descriptors ``_open_direct`` hands out, recorded."""
+    opened: list[int] = []
+    real = outputs._open_direct
+
+    def spy(path):
+        fd = real(path)
+        if fd is not None:
+            opened.append(fd)
+        return fd
+
+    monkeypatch.setattr(outputs, "_open_direct", spy)
+    return opened
+
+
+BLOCK = outputs._DIRECT_BLOCK
+
+
+@pytest.mark.parametrize("after", [0, 3 * BLOCK, SLICE + BLOCK])
+@pytest.mark.parametrize(
+    "total", [0, 1, 4095, SLICE - 1, SLICE, SLICE + 1, 2 * SLICE + 4096, 3 * SLICE - 7]
+)
+def test_background_file_holds_every_byte_in_order_whatever_its_size(
+    tmp_path, monkeypatch, total, after
+):
+    """Past ``DIRECT_AFTER`` the writer goes past the page cache in aligned slices and pads
+    the last one: the file must still hold exactly the bytes given (no padding, no loss)."""
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", after)
+    parts = _pieces(total, total)
+    target = tmp_path / "out.bin"
+    with outputs.written_file(target, background=True) as f:
+        for p in parts:
+            f.write(p)
+    assert target.read_bytes() == b"".join(parts)
+    assert list(tmp_path.iterdir()) == [target]
+
+
+def _direct_writes(monkeypatch, refuse=None) -> tuple[list[int], list[int]]:
+    """(descriptors ``_open_direct`` handed out, the lengths written to them); ``refuse(k)``
+    may raise for the k-th direct write instead."""
+    direct = _direct_fds(monkeypatch)
+    real = os.pwrite
+    seen: list[int] = []
+
+    def spy(fd, data, offset):
+        if fd in direct:
+            seen.append(len(data))
+            if refuse is not None:
+                refuse(len(seen))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", spy)
+    return direct, seen
+
+
+def _has_direct(tmp_path) -> bool:
+    probe = tmp_path / "probe"
+    probe.write_bytes(b"")
+    fd = outputs._open_direct(str(probe))
+    probe.unlink()
+    if fd is not None:
+        os.close(fd)
+    return fd is not None
+
+
+def test_only_the_part_past_direct_after_goes_past_the_cache(tmp_path, monkeypatch):
+    """Where O_DIRECT opens at all (Linux, a disk file system), a file's bytes past
+    ``DIRECT_AFTER`` (from the next block boundary) are written by it, in whole slices and a
+    padded last block; a file that ends before never is."""
+    if not _has_direct(tmp_path):
+        pytest.skip("this file system (or platform) has no O_DIRECT")
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
+    _, writes = _direct_writes(monkeypatch)
+    with outputs.written_file(tmp_path / "small", background=True) as f:
+        f.write(b"s" * SLICE)
+    assert writes == []
+    with outputs.written_file(tmp_path / "big", background=True) as f:
+        f.write(b"a" * (SLICE - 5))
+        f.write(b"b" * (2 * SLICE + 15))  # the cached part ends at the block boundary
+    assert writes == [SLICE, SLICE, BLOCK]
+    assert (tmp_path / "big").read_bytes() == b"a" * (SLICE - 5) + b"b" * (2 * SLICE + 15)
+
+
+def test_a_file_system_that_refuses_o_direct_midway_gets_the_rest_through_the_cache(
+    tmp_path, monkeypatch
+):
+    """EINVAL from an O_DIRECT write (a file system that opens but will not write so): the
+    slice and everything after it go through the page cache, the file whole."""
+    import errno
+
+    def refuse_second(k):
+        if k == 2:
+            raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", 0)
+    direct, seen = _direct_writes(monkeypatch, refuse_second)
+    parts = _pieces(3 * SLICE + 123, 5)
+    target = tmp_path / "out.bin"
+    with outputs.written_file(target, background=True) as f:
+        for p in parts:
+            f.write(p)
+    assert target.read_bytes() == b"".join(parts)
+    if direct:  # O_DIRECT opened here: the first slice went by it, the second was refused
+        assert seen == [SLICE, SLICE]
+
+
+def test_direct_io_can_be_switched_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(outputs.DIRECT_IO_ENV, "0")
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", 0)
+    assert outputs._open_direct(str(tmp_path)) is None
+    _, seen = _direct_writes(monkeypatch)
+    target = tmp_path / "out.bin"
+    with outputs.written_file(target, background=True) as f:
+        f.write(b"z" * (SLICE + 5))
+    assert target.read_bytes() == b"z" * (SLICE + 5)
+    assert seen == []
+
+
+def test_a_full_disk_past_the_cache_is_an_output_error_and_no_file(tmp_path, monkeypatch):
+    """ENOSPC from an O_DIRECT write: raised where the caller writes or closes, as an
+    OutputError naming the file, and no file (nor temporary) is left."""
+    import errno
+
+    from jlprof.errors import OutputError
+
+    def full(_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", 0)
+    direct, _ = _direct_writes(monkeypatch, full)
+    target = tmp_path / "out.bin"
+    with (
+        pytest.raises((OutputError, OSError)) as info,
+        outputs.written_file(target, background=True) as f,
+    ):
+        for _ in range(4):
+            f.write(b"q" * SLICE)
+    if direct:
+        assert info.type is OutputError and "no space left" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
