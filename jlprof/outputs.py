@@ -256,6 +256,8 @@ class _Pipe:
         return len(data)
 
     def flush(self) -> None:
+        """Wait until every write so far is handed to the OS (but the bytes of a slice going
+        past the page cache: they wait for the slice to fill, or for :meth:`close`)."""
         done = threading.Event()
         self.q.put(done)
         done.wait()
