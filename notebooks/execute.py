@@ -9,12 +9,27 @@ The kernel's working folder is ``OUT_DIR``, so ``%%dlprof`` run folders (raw nsy
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
+from jupyter_client import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+
+def private_kernel(nb: nbformat.NotebookNode, folder: Path) -> KernelManager:
+    """The notebook's kernel on IPC sockets in ``folder`` (mode 0700), as jlprof's sidecar:
+    no TCP listener that another user of the machine could reach."""
+    name = nb.metadata.get("kernelspec", {}).get("name") or "python3"
+    return KernelManager(
+        kernel_name=name,
+        transport="ipc",
+        ip=str(folder / "kernel"),
+        connection_file=str(folder / "kernel.json"),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,12 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(args.notebook, as_version=4)
-    client = NotebookClient(
-        nb, timeout=args.timeout, resources={"metadata": {"path": str(args.out_dir)}}
-    )
     target = args.out_dir / args.notebook.name
     try:
-        client.execute()
+        with tempfile.TemporaryDirectory(prefix="jlprof-demo-") as sockets:
+            os.chmod(sockets, 0o700)
+            km = private_kernel(nb, Path(sockets))
+            client = NotebookClient(
+                nb, km=km, timeout=args.timeout, resources={"metadata": {"path": str(args.out_dir)}}
+            )
+            try:
+                client.execute()
+            finally:  # a kernel manager given to nbclient is the caller's to shut down
+                if km.has_kernel:
+                    km.shutdown_kernel()
     except CellExecutionError as exc:
         nbformat.write(nb, target)
         print(
