@@ -110,10 +110,11 @@ class _Slices:
     anyway, and nobody reads it back at once. Copying it into fresh cache pages cost 13 s of
     system time for 4.6 GB in the VMs we run on (free page reporting) against 0.5 s past the
     cache (``dd``), and evicts the user's cache (the export itself): at 10M kernels the command
-    took 2.7 s less (BENCHMARKS.md, 2026-11-26). Below 1 GiB the cache is the faster path (the
-    writer does not wait for the disk, the 1M-kernel files are written without a copy). A file
-    system that refuses O_DIRECT (at open, or ``EINVAL`` at a write) gets the rest of the file
-    through the cache. Errors (a full disk) are raised as from any write.
+    spent 2-3 s less system time, 0-1.4 s less wall (BENCHMARKS.md, 2026-11-26). Below 1 GiB
+    the cache is the faster path (the writer does not wait for the disk, the 1M-kernel files
+    are written without a copy). A file system that refuses O_DIRECT (at open, or ``EINVAL``
+    at a write) gets the rest of the file through the cache. Errors (a full disk) are raised as
+    from any write.
     """
 
     def __init__(self, f: IO[bytes]) -> None:
