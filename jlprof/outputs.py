@@ -123,8 +123,7 @@ class _Slices:
         self.after = DIRECT_AFTER  # where the direct part starts (a block boundary)
         self.fd: int | None = None
         self.buf: mmap.mmap | None = None  # the direct part's slice being filled
-        self.fill = 0  # bytes of buf not yet written
-        self.done = 0  # where buf's bytes go in the file
+        self.fill = 0  # bytes of buf not yet written: they go at ``pos - fill``
 
     def write(self, view: memoryview) -> None:
         i = 0
@@ -146,7 +145,6 @@ class _Slices:
             self.pos += n
             i += n
             if self.fill == _WRITE_SLICE and self._direct(_WRITE_SLICE):
-                self.done += self.fill
                 self.fill = 0
             elif self.buf is None:  # refused: the rest through the cache
                 self._cached(view[i:])
@@ -163,16 +161,16 @@ class _Slices:
         self.fd = _open_direct(self.f.name) if isinstance(self.f.name, str) else None
         if self.fd is not None:
             self.buf = mmap.mmap(-1, _WRITE_SLICE)
-            self.done = self.pos
 
     def _direct(self, n: int) -> bool:
-        """Write ``buf[:n]`` past the cache at ``done``; False (and the file through the cache
+        """Write ``buf[:n]`` past the cache at ``pos - fill``; False (and the file through the cache
         from here on, ``buf``'s bytes included) where the file system refuses it. No view of
         ``buf`` is ever taken: an error's traceback would keep it, and ``buf`` unclosable."""
         assert self.fd is not None and self.buf is not None
+        at = self.pos - self.fill
         data = self.buf if n == _WRITE_SLICE else _aligned_copy(self.buf, self.fill, n)
         try:
-            wrote = os.pwrite(self.fd, data, self.done)
+            wrote = os.pwrite(self.fd, data, at)
         except OSError as exc:
             if exc.errno != errno.EINVAL:
                 raise
@@ -181,7 +179,7 @@ class _Slices:
             if data is not self.buf:
                 data.close()
         if wrote < 0:  # refused: the file system takes no O_DIRECT write
-            self.f.seek(self.done)
+            self.f.seek(at)
             self.f.write(self.buf[: self.fill])
             self.close()
             return False
@@ -193,7 +191,7 @@ class _Slices:
         """Write what is left; the file then holds every byte given, and no more."""
         padded = self.fill + (-self.fill % _DIRECT_BLOCK)
         if self.buf is not None and self.fill and self._direct(padded):
-            os.ftruncate(self.fd, self.done + self.fill)  # type: ignore[arg-type]
+            os.ftruncate(self.fd, self.pos)  # type: ignore[arg-type]
         self.close()
 
     def close(self) -> None:

@@ -9,7 +9,6 @@ The kernel's working folder is ``OUT_DIR``, so ``%%dlprof`` run folders (raw nsy
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -42,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     nb = nbformat.read(args.notebook, as_version=4)
     target = args.out_dir / args.notebook.name
     try:
-        with tempfile.TemporaryDirectory(prefix="jlprof-demo-") as sockets:
-            os.chmod(sockets, 0o700)
+        with tempfile.TemporaryDirectory(prefix="jlprof-demo-") as sockets:  # mode 0700
             km = private_kernel(nb, Path(sockets))
             client = NotebookClient(
                 nb, km=km, timeout=args.timeout, resources={"metadata": {"path": str(args.out_dir)}}
