@@ -18,6 +18,7 @@ import re
 import secrets
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
@@ -82,10 +83,17 @@ def written_file(
 _WRITE_SLICE = 2 * 1024 * 1024
 #: O_DIRECT writes: offsets and lengths in multiples of this (any device's logical block)
 _DIRECT_BLOCK = 4096
-#: a file's bytes past this offset go past the page cache (:class:`_Slices`)
-DIRECT_AFTER = 1 << 30
+#: a file's bytes past this offset are tried past the page cache (:class:`_Slices`)
+DIRECT_AFTER = 64 << 20
+#: bytes written past the cache before comparing their cost with the cache's
+DIRECT_PROBE = 32 << 20
+#: the probe's direct writes took at least this share of its time: the disk holds the writer up
+DIRECT_BUSY = 0.95
+#: a file's bytes past this offset go past the page cache whatever the probe found
+DIRECT_ALWAYS = 1 << 30
 #: set to 0 to write every file through the page cache
 DIRECT_IO_ENV = "JLPROF_DIRECT_IO"
+_clock = time.perf_counter  # the writes' timer (tests replace it)
 
 
 def _open_direct(path: str) -> int | None:
@@ -100,30 +108,54 @@ def _open_direct(path: str) -> int | None:
         return None
 
 
+class _Cost:
+    """Seconds spent writing, and the bytes they wrote."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.bytes = 0
+
+    def add(self, seconds: float, n: int) -> None:
+        self.seconds += seconds
+        self.bytes += n
+
+    def per_byte(self) -> float | None:
+        return self.seconds / self.bytes if self.bytes else None
+
+
 class _Slices:
     """One file's bytes in order, in :data:`_WRITE_SLICE` writes: through the page cache up to
-    :data:`DIRECT_AFTER`, past it from there (``O_DIRECT``, from one page-aligned buffer; the
-    last slice padded to a block, then the file truncated to its length).
+    :data:`DIRECT_AFTER`, then past it (``O_DIRECT``, from one page-aligned buffer; the last
+    slice padded to a block, then the file truncated to its length), unless a probe finds the
+    disk the slower way; past :data:`DIRECT_ALWAYS` in any case.
 
-    Why: only the 10M-kernel class of streamed reports passes 1 GiB (the iteration CSV is
-    4.5 GB), more than the page cache holds dirty before it makes the writer wait for the disk
-    anyway, and nobody reads it back at once. Copying it into fresh cache pages cost 13 s of
-    system time for 4.6 GB in the VMs we run on (free page reporting) against 0.5 s past the
-    cache (``dd``), and evicts the user's cache (the export itself): at 10M kernels the command
-    spent 2-3 s less system time, 0-1.4 s less wall (BENCHMARKS.md, 2026-11-26). Below 1 GiB
-    the cache is the faster path (the writer does not wait for the disk, the 1M-kernel files
-    are written without a copy). A file system that refuses O_DIRECT (at open, or ``EINVAL``
-    at a write) gets the rest of the file through the cache. Errors (a full disk) are raised as
-    from any write.
+    Why: copying a report into fresh cache pages is CPU the formatting needs, and in the VMs we
+    run on (freed memory goes back to the host at once, so each fresh page is a host fault) a
+    lot of it: the 1M-kernel command's 1.35 GB of CSV and JSON took 3.6-4.0 s of system time
+    through the cache against 0.8-1.1 s past it, the command 4.2-4.7 s against 2.9-3.0 s
+    (BENCHMARKS.md, 2026-11-27); the 4.5 GB iteration CSV at 10M kernels 13 s against 0.5 s
+    (``dd``). Past the cache, the user's cache (the export itself) also stays.
+
+    The probe: the first :data:`DIRECT_PROBE` bytes past the cache are timed. The file goes
+    back to the cache (until :data:`DIRECT_ALWAYS`) only when the disk held the writer up (its
+    writes took :data:`DIRECT_BUSY` of the probe's time or more: the producer waited for it)
+    *and* cost more per byte than the cached part's writes: a slow disk on a box whose cache
+    is cheap. A disk that keeps up costs no time past the cache, only saves the copies. Past
+    1 GiB a file is more than the cache holds dirty before it makes the writer wait for the
+    disk anyway. A file system that refuses O_DIRECT (at open, or ``EINVAL`` at a write) gets
+    the rest of the file through the cache. Errors (a full disk) are raised as from any write.
     """
 
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
         self.pos = 0  # bytes given so far
-        self.after = DIRECT_AFTER  # where the direct part starts (a block boundary)
+        self.after: int | None = DIRECT_AFTER  # where to go past the cache next (None: never)
         self.fd: int | None = None
         self.buf: mmap.mmap | None = None  # the direct part's slice being filled
         self.fill = 0  # bytes of buf not yet written: they go at ``pos - fill``
+        self.cached = _Cost()  # the writes through the cache so far
+        self.probe: _Cost | None = None  # the writes past it, while comparing the two
+        self.probe_from = 0.0  # when the probe began
 
     def write(self, view: memoryview) -> None:
         i = 0
@@ -146,21 +178,46 @@ class _Slices:
             i += n
             if self.fill == _WRITE_SLICE and self._direct(_WRITE_SLICE):
                 self.fill = 0
-            elif self.buf is None:  # refused: the rest through the cache
-                self._cached(view[i:])
+                if self.probe is not None:
+                    self._judge()
+            if self.buf is None:  # refused, or the cache is the cheaper: the rest by write
+                self.write(view[i:])
                 return
 
     def _cached(self, view: memoryview) -> None:
+        t0 = _clock()
         for i in range(0, len(view), _WRITE_SLICE):
             self.f.write(view[i : i + _WRITE_SLICE])
+        self.cached.add(_clock() - t0, len(view))
         self.pos += len(view)
 
     def _go_direct(self) -> None:
-        self.after = None  # one try per file
+        # before DIRECT_ALWAYS, on probation; one try past it (after a probe lost: the second)
+        self.probe = _Cost() if self.pos < DIRECT_ALWAYS else None
+        self.probe_from = _clock()
+        self.after = DIRECT_ALWAYS if self.pos < DIRECT_ALWAYS else None
         self.f.flush()
         self.fd = _open_direct(self.f.name) if isinstance(self.f.name, str) else None
         if self.fd is not None:
             self.buf = mmap.mmap(-1, _WRITE_SLICE)
+        else:
+            self.after = None  # no O_DIRECT here: never again for this file
+
+    def _judge(self) -> None:
+        """Once the probe has written enough: past the cache on, unless the disk is what the
+        writer waits for (busy at least :data:`DIRECT_BUSY` of the probe's time) and the
+        cached bytes cost less; then back to the cache until :data:`DIRECT_ALWAYS`."""
+        probe = self.probe
+        assert probe is not None
+        if probe.bytes < DIRECT_PROBE:
+            return
+        self.probe = None
+        elapsed = _clock() - self.probe_from
+        busy = probe.seconds >= DIRECT_BUSY * elapsed
+        direct, cached = probe.per_byte(), self.cached.per_byte()
+        if busy and cached is not None and direct is not None and direct > cached:
+            self.f.seek(self.pos)  # the buffered file goes on where the direct part ended
+            self.close()
 
     def _direct(self, n: int) -> bool:
         """Write ``buf[:n]`` past the cache at ``pos - fill``; False (and the file through the cache
@@ -169,6 +226,7 @@ class _Slices:
         assert self.fd is not None and self.buf is not None
         at = self.pos - self.fill
         data = self.buf if n == _WRITE_SLICE else _aligned_copy(self.buf, self.fill, n)
+        t0 = _clock()
         try:
             wrote = os.pwrite(self.fd, data, at)
         except OSError as exc:
@@ -181,10 +239,13 @@ class _Slices:
         if wrote < 0:  # refused: the file system takes no O_DIRECT write
             self.f.seek(at)
             self.f.write(self.buf[: self.fill])
+            self.after = None
             self.close()
             return False
         if wrote != n:  # a regular file writes all of an aligned O_DIRECT write or fails
             raise OSError(errno.EIO, f"short O_DIRECT write ({wrote} of {n} bytes)", self.f.name)
+        if self.probe is not None:
+            self.probe.add(_clock() - t0, n)
         return True
 
     def finish(self) -> None:
@@ -201,6 +262,7 @@ class _Slices:
         if self.buf is not None:
             self.buf.close()
             self.buf = None
+        self.fill = 0
 
 
 def _aligned_copy(buf: mmap.mmap, fill: int, n: int) -> mmap.mmap:

@@ -3,6 +3,7 @@ stopped within one write when the caller gives up, its errors raised in the call
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import threading
@@ -267,3 +268,62 @@ def test_a_full_disk_past_the_cache_is_an_output_error_and_no_file(tmp_path, mon
     if direct:
         assert info.type is OutputError and "no space left" in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+class _Clocked(io.FileIO):
+    """A file whose every write takes ``cached_s`` on the fake clock ``now``."""
+
+    def __init__(self, path, now: list[float], cached_s: float) -> None:
+        super().__init__(path, "wb")
+        self.now, self.cached_s = now, cached_s
+
+    def write(self, b):
+        self.now[0] += self.cached_s
+        return super().write(b)
+
+
+@pytest.mark.parametrize(
+    ("producer_s", "cached_s", "goes_back"),
+    [
+        (0.0, 0.1, True),  # the disk holds the writer up, and the cache is quicker: back to it
+        (0.0, 1.0, False),  # the disk holds it up, but the cache is slower still: past it
+        (0.5, 0.1, False),  # the disk keeps up with the producer: past it, whatever the cache
+    ],
+)
+def test_back_to_the_cache_only_where_the_disk_holds_the_writer_up_and_the_cache_is_quicker(
+    tmp_path, monkeypatch, producer_s, cached_s, goes_back
+):
+    """Past ``DIRECT_AFTER`` the writer probes ``DIRECT_PROBE`` bytes past the cache. It goes
+    back to the cache (until ``DIRECT_ALWAYS``, past it from there) only when those writes took
+    nearly all of the probe's time and cost more per byte than the cached ones; else it stays
+    past the cache. Either way the file holds every byte, in order."""
+    if not _has_direct(tmp_path):
+        pytest.skip("this file system (or platform) has no O_DIRECT")
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_PROBE", 2 * SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_ALWAYS", 6 * SLICE)
+    now = [0.0]
+    monkeypatch.setattr(outputs, "_clock", lambda: now[0])
+
+    def slow_direct(_k):  # every direct write (a slice) takes 0.5 on the clock
+        now[0] += 0.5
+
+    _, seen = _direct_writes(monkeypatch, slow_direct)
+    data = _pieces(9 * SLICE + 77, 9)
+    target = tmp_path / "out.bin"
+    f = _Clocked(str(target), now, cached_s)
+    out = outputs._Slices(f)
+    try:
+        for part in data:  # in slices, each after the producer's time to make it
+            for i in range(0, len(part), SLICE):
+                now[0] += producer_s
+                out.write(memoryview(part)[i : i + SLICE])
+        out.finish()
+    finally:
+        out.close()
+        f.close()
+    assert target.read_bytes() == b"".join(data)
+    if goes_back:  # the probe's two slices; the cache up to 6 slices; past it from there
+        assert seen == [SLICE] * 2 + [SLICE] * 3 + [BLOCK]
+    else:  # slices 1..8 and the padded rest past the cache
+        assert seen == [SLICE] * 8 + [BLOCK]
