@@ -40,48 +40,33 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _connectorx(path: Path, sql: str) -> int:
+def _connectorx(path: Path, q: read._Select) -> int:
     import connectorx
 
-    return connectorx.read_sql(schema.connectorx_uri(path), sql, return_type="arrow").num_rows
+    return connectorx.read_sql(schema.connectorx_uri(path), q.sql, return_type="arrow").num_rows
 
 
-def _adbc(path: Path, sql: str) -> int:
+def _adbc(path: Path, q: read._Select) -> int:
     import adbc_driver_sqlite.dbapi as adbc
 
     with adbc.connect(str(path)) as conn, conn.cursor() as cur:
-        cur.execute(sql)
+        cur.execute(q.sql)
         return cur.fetch_arrow_table().num_rows
 
 
-def _decode(path: Path, sql: str) -> int:
+def _decode(path: Path, q: read._Select) -> int:
     """SQLite decoding every selected expression of every row, nothing handed out."""
-    head, table = sql[len("SELECT ") :].split(" FROM ")
-    exprs = _split_exprs(head)
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        aggs = ", ".join(f"max({e})" for e in exprs)
-        conn.execute(f"SELECT {aggs} FROM {table}").fetchone()
-        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        aggs = ", ".join(f"max({e})" for e in q.exprs)
+        conn.execute(f"SELECT {aggs} FROM {q.table}{q.tail}").fetchone()
+        return conn.execute(f"SELECT count(*) FROM {q.table}{q.tail}").fetchone()[0]
     finally:
         conn.close()
 
 
-def _split_exprs(head: str) -> list[str]:
-    """The SELECT's expressions (commas inside parentheses kept)."""
-    out, depth, cur = [], 0, ""
-    for ch in head:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    return [*out, cur.strip()]
-
-
-def _readers() -> dict[str, Callable[[Path, str], int]]:
-    readers: dict[str, Callable[[Path, str], int]] = {"connectorx": _connectorx}
+def _readers() -> dict[str, Callable[[Path, read._Select], int]]:
+    readers: dict[str, Callable[[Path, read._Select], int]] = {"connectorx": _connectorx}
     try:
         import adbc_driver_sqlite.dbapi  # noqa: F401
     except ImportError:
@@ -109,13 +94,13 @@ def main(argv: list[str] | None = None) -> None:
     for table in TABLES:
         if table not in selects:
             continue
-        sql = selects[table].sql
+        q = selects[table]
         cells, rows = [], 0
         for name, fn in readers.items():
             walls, cpus = [], []
             for _ in range(args.repeat):
                 t0, c0 = time.perf_counter(), _cpu()
-                rows = fn(args.export, sql)
+                rows = fn(args.export, q)
                 walls.append(time.perf_counter() - t0)
                 cpus.append(_cpu() - c0)
             w, c = statistics.median(walls), statistics.median(cpus)

@@ -193,9 +193,10 @@ class _Slices:
 
     def _go_direct(self) -> None:
         # before DIRECT_ALWAYS, on probation; one try past it (after a probe lost: the second)
-        self.probe = _Cost() if self.pos < DIRECT_ALWAYS else None
+        probation = self.pos < DIRECT_ALWAYS
+        self.probe = _Cost() if probation else None
         self.probe_from = _clock()
-        self.after = DIRECT_ALWAYS if self.pos < DIRECT_ALWAYS else None
+        self.after = DIRECT_ALWAYS if probation else None
         self.f.flush()
         self.fd = _open_direct(self.f.name) if isinstance(self.f.name, str) else None
         if self.fd is not None:
