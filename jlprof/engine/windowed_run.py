@@ -17,6 +17,7 @@ the caller then analyses the whole trace as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -110,9 +111,16 @@ class WindowedRun:
         # no GPU row of a later window starts before its earliest call (GPU work never starts
         # before its launch; the work pass checks it as the windows come)
         later = np.append(np.minimum.accumulate(plan.window_start_ns[::-1])[::-1][1:], BIG)
-        with WindowReader(plan) as reader:
+        # window w + 1 is read in a thread while the caller works on window w (connectorx
+        # and SQLite read outside the GIL); the reader lives in that thread (its connection
+        # stays there)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jlprof-window-read")
+        reader = pool.submit(WindowReader, plan).result()
+        ahead = pool.submit(reader.read, 0) if plan.n_windows else None
+        try:
             for w in range(plan.n_windows):
-                wt = reader.read(w)
+                wt = ahead.result()
+                ahead = pool.submit(reader.read, w + 1) if w + 1 < plan.n_windows else None
                 win = Window(
                     api=wt.api,
                     gpu=wt.gpu,
@@ -125,6 +133,11 @@ class WindowedRun:
                 yield win, self.work.add(win)
                 del win
                 release_reader_memory()  # the window's Arrow buffers, the reader threads' heaps
+        finally:
+            if ahead is not None:  # the caller stopped early: the read in flight ends first
+                ahead.cancel() or ahead.exception()
+            pool.submit(reader.close).result()
+            pool.shutdown()
         # the launch windows are done with (the database's reader needs the tables only)
         plan.window = plan.gpu_order = plan.launched = plan.isolated = None  # type: ignore[assignment]
 

@@ -1,0 +1,90 @@
+"""The windowed run's window loop: window w + 1 is read in a thread while the caller works on
+window w, and that thread never outlives the loop.
+
+What is checked: the reads happen in the reader's own thread, one window ahead; a caller
+that stops early (an exception in its loop, ``CarryBroken``) waits for the read in flight
+and leaves no thread or connection behind; a window that cannot be read raises its error
+when the caller reaches it, after every window before it was handed over whole.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from jlprof.engine import windows
+from jlprof.engine.windowed_run import WindowedRun
+from jlprof.errors import InputError
+from tests.fixtures.loops import small_training_export
+
+
+def _readers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("jlprof-window-read")]
+
+
+@pytest.fixture
+def run(tmp_path) -> WindowedRun:
+    db = small_training_export(tmp_path / "loop.sqlite", steps=9)
+    r = WindowedRun(db, key_node="optimizer_step", calls_per_window=3)
+    assert r.n_windows >= 4
+    return r
+
+
+def test_the_next_window_is_read_ahead_in_the_readers_thread(run, monkeypatch) -> None:
+    seen: list[tuple[int, str]] = []
+    read = windows.WindowReader.read
+
+    def spy(self, w):
+        seen.append((w, threading.current_thread().name))
+        return read(self, w)
+
+    monkeypatch.setattr(windows.WindowReader, "read", spy)
+    got = []
+    for w, (win, _res) in enumerate(run.windows()):
+        # the caller holds window w and asks for nothing: window w + 1 is read meanwhile
+        want = list(range(min(w + 2, run.n_windows)))
+        deadline = time.monotonic() + 10
+        while [k for k, _ in seen] != want and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [k for k, _ in seen] == want
+        got.append(len(win.api))
+    assert [k for k, _ in seen] == list(range(run.n_windows))
+    assert {name.rsplit("_", 1)[0] for _, name in seen} == {"jlprof-window-read"}
+    assert sum(got) == run.plan.n_api
+    assert not _readers()
+
+
+def test_a_caller_that_stops_early_leaves_no_reader_behind(run, monkeypatch) -> None:
+    closed = []
+    close = windows.WindowReader.close
+
+    def spy(self):
+        closed.append(threading.current_thread().name)
+        close(self)
+
+    monkeypatch.setattr(windows.WindowReader, "close", spy)
+    it = run.windows()
+    next(it)
+    assert _readers()  # reading window 1 while the caller holds window 0
+    it.close()  # what an exception in the caller's loop does
+    assert len(closed) == 1 and closed[0].startswith("jlprof-window-read")
+    assert not _readers()
+
+
+def test_a_window_that_cannot_be_read_fails_when_it_is_reached(run, monkeypatch) -> None:
+    read = windows.WindowReader.read
+
+    def broken(self, w):
+        if w == 2:
+            raise InputError("window 2 is damaged")
+        return read(self, w)
+
+    monkeypatch.setattr(windows.WindowReader, "read", broken)
+    handed = []
+    with pytest.raises(InputError, match="window 2 is damaged"):
+        for w, _ in enumerate(run.windows()):
+            handed.append(w)
+    assert handed == [0, 1]
+    assert not _readers()
