@@ -166,8 +166,10 @@ class Analysis:
                 count = find_iterations(self.correlated, self.key_node).count
                 self._cube_range = check_range(count, iter_start, iter_stop)
             # the group-node partials too: the summary's dashboard and the group_node report
-            # need them, and built here they reuse the correlation's freed memory
-            self._build_cube(groups=True)
+            # need them, and built here they reuse the correlation's freed memory. A
+            # command's (range_only) builds them on first use instead: its reports then
+            # build them on one core while the iteration report streams on the other
+            self._build_cube(groups=not range_only)
             self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
 
     # ---- key node and range -------------------------------------------------------------

@@ -330,3 +330,72 @@ def test_batches_stay_under_the_string_offset_limit(monkeypatch):
     assert buf.getvalue() == want
     assert len(sizes) > 1 and all(size <= 4_000 for size, _n in sizes)
     assert sum(n for _s, n in sizes) == len(df)
+
+
+def test_the_iteration_report_streams_while_the_others_are_built(prof, tmp_path, monkeypatch):
+    """The iteration report's parts are written in a thread of its own while this thread
+    builds the kernel report: its first part waits until the kernel report is being built
+    (one thread doing both in turn would never get there and fail the wait)."""
+    import threading
+
+    from jlprof.reports import catalog, tables
+
+    building = threading.Event()
+    parts, report = tables.iteration_parts, catalog.report
+    seen: list[str] = []
+
+    def waiting_parts(p, lo, hi, rows=None):
+        seen.append(threading.current_thread().name)
+        assert building.wait(10), "the kernel report was not built beside the stream"
+        yield from parts(p, lo, hi, rows)
+
+    def marking_report(p, name, *a):
+        building.set()
+        return report(p, name, *a)
+
+    monkeypatch.setattr(tables, "iteration_parts", waiting_parts)
+    monkeypatch.setattr(catalog, "report", marking_report)
+    paths = prof.write_reports(tmp_path, ["kernel", "iteration"], ["csv"], force=True)
+    assert [p.name for p in paths] == [
+        f"{DEFAULT_NAME}_kernel.csv",
+        f"{DEFAULT_NAME}_iteration.csv",
+    ]
+    assert seen == ["jlprof-iteration"]
+    monkeypatch.setattr(tables, "iteration_parts", parts)
+    assert paths[1].read_bytes() == encoders_csv_bytes(prof.report("iteration"))
+
+
+def encoders_csv_bytes(df: pd.DataFrame) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    encoders.WRITERS["csv"](df, buf)
+    return buf.getvalue()
+
+
+def test_a_failed_report_stops_the_iteration_stream_and_leaves_none_of_it(
+    prof, tmp_path, monkeypatch
+):
+    """Another report fails while the iteration report streams: the stream is cancelled
+    and its file never appears (nor a partial one), and its thread is gone."""
+    import threading
+
+    from jlprof.reports import catalog, tables
+
+    failed = threading.Event()
+    parts = tables.iteration_parts
+
+    def waiting_parts(p, lo, hi, rows=None):
+        assert failed.wait(10)
+        yield from parts(p, lo, hi, rows)
+
+    def broken(p, name, *a):
+        failed.set()
+        raise OutputError("kernel report failed")
+
+    monkeypatch.setattr(tables, "iteration_parts", waiting_parts)
+    monkeypatch.setattr(catalog, "report", broken)
+    with pytest.raises(OutputError, match="kernel report failed"):
+        prof.write_reports(tmp_path, ["iteration", "kernel"], ["csv", "json"], force=True)
+    assert not any(t.name == "jlprof-iteration" for t in threading.enumerate())
+    assert not list(tmp_path.iterdir())
