@@ -67,6 +67,11 @@ def release_reader_memory() -> None:
         pa.default_memory_pool().release_unused()
 
 
+_pages_lock = threading.Lock()
+_pages_depth = 0  # small_pages blocks open, in any thread
+_pages_saved = True  # the setting the first of them found
+
+
 @contextmanager
 def small_pages() -> Iterator[None]:
     """Within the block, numpy does not ask for transparent huge pages for its arrays.
@@ -74,19 +79,29 @@ def small_pages() -> Iterator[None]:
     numpy advises huge pages for every array of 4 MB or more. Where the kernel then
     compacts memory synchronously on fault (THP ``defrag=madvise``, the Debian default),
     each such first touch stalls: at 1M kernels the whole load took ~10 % longer and twice
-    the system time than with 4 kB pages (BENCHMARKS.md, 2026-11-23). The previous setting
-    is restored on exit, so the user's own numpy work is left as it was.
+    the system time than with 4 kB pages (BENCHMARKS.md, 2026-11-23). The switch is the
+    process's, and reader threads open blocks beside the main thread's (the windowed run
+    reads the next window while this one is analysed): the first block to open saves the
+    setting and the last to close restores it, so the user's own numpy work is left as it
+    was whatever order the threads end in.
     """
+    global _pages_depth, _pages_saved
     setter = getattr(getattr(np, "_core", None), "multiarray", None)
     setter = getattr(setter, "_set_madvise_hugepage", None)
     if setter is None:  # another numpy: nothing to change
         yield
         return
-    previous = setter(False)
+    with _pages_lock:
+        if _pages_depth == 0:
+            _pages_saved = setter(False)
+        _pages_depth += 1
     try:
         yield
     finally:
-        setter(previous)
+        with _pages_lock:
+            _pages_depth -= 1
+            if _pages_depth == 0:
+                setter(_pages_saved)
 
 
 def _host_setting(env: str, default: int = _GLIBC_DEFAULT) -> int:

@@ -83,6 +83,40 @@ def test_small_pages_only_inside_and_the_user_setting_restored():
     setter(True)
 
 
+def test_small_pages_in_overlapping_threads_restore_the_user_setting():
+    """A reader thread's block opens inside the main thread's and closes after it (or the
+    other way round): the setting stays off while any is open and comes back at the end."""
+    import threading
+
+    setter = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
+    if setter is None:
+        pytest.skip("this numpy has no huge-page switch")
+    for user in (True, False):
+        for main_first in (True, False):
+            setter(user)
+            opened, main_left = threading.Event(), threading.Event()
+            inside: list[bool] = []
+
+            def reader(opened=opened, main_left=main_left, inside=inside):
+                with memory.small_pages():
+                    opened.set()
+                    assert main_left.wait(10)
+                    inside.append(setter(False))  # still off after the main block left
+
+            with memory.small_pages():
+                t = threading.Thread(target=reader)
+                t.start()
+                assert opened.wait(10)
+                if main_first:
+                    main_left.set()
+            if not main_first:
+                main_left.set()
+            t.join()
+            assert inside == [False]
+            assert setter(user) is user
+    setter(True)
+
+
 class _FakeLibc:
     """Records the allocator calls a stage makes (glibc offers no way to read them back)."""
 
