@@ -115,7 +115,11 @@ class WindowedRun:
         # and SQLite read outside the GIL); the reader lives in that thread (its connection
         # stays there)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jlprof-window-read")
-        reader = pool.submit(WindowReader, plan).result()
+        try:
+            reader = pool.submit(WindowReader, plan).result()
+        except BaseException:
+            pool.shutdown()
+            raise
         ahead = pool.submit(reader.read, 0) if plan.n_windows else None
         try:
             for w in range(plan.n_windows):

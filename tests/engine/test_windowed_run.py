@@ -88,3 +88,13 @@ def test_a_window_that_cannot_be_read_fails_when_it_is_reached(run, monkeypatch)
             handed.append(w)
     assert handed == [0, 1]
     assert not _readers()
+
+
+def test_a_reader_that_cannot_open_leaves_no_thread(run, monkeypatch) -> None:
+    def refused(self, plan):
+        raise InputError("the export went away")
+
+    monkeypatch.setattr(windows.WindowReader, "__init__", refused)
+    with pytest.raises(InputError, match="went away"):
+        next(run.windows())
+    assert not _readers()
