@@ -19,9 +19,10 @@ import ctypes.util
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +36,35 @@ _MMAP_MAX = 32 * 1024 * 1024
 _STAGE_TRIM = 2**31 - 1  # an int: never trim the heap top within a stage
 _GLIBC_DEFAULT = 128 * 1024  # both thresholds' glibc default (malloc.h, DEFAULT_MMAP_THRESHOLD_MIN)
 _GLIBC_MMAP_MAX = 65536  # glibc's default number of mmap'd blocks (malloc.c, DEFAULT_MMAP_MAX)
-_lock = threading.Lock()
-_depth = 0
+
+
+class _Outermost:
+    """A process-wide setting shared by nested and overlapping blocks, in any thread: the first
+    block to open applies it, the last to close undoes it (with what applying returned), so
+    the setting holds while any block is open and the process's own comes back after."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.depth = 0  # blocks open
+        self._saved: Any = None
+
+    @contextmanager
+    def held(self, apply: Callable[[], Any], undo: Callable[[Any], None]) -> Iterator[None]:
+        with self._lock:
+            if self.depth == 0:
+                self._saved = apply()
+            self.depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.depth -= 1
+                if self.depth == 0:
+                    undo(self._saved)
+
+
+_allocator = _Outermost()  # heavy_stage's allocator thresholds
+_pages = _Outermost()  # small_pages' numpy huge-page switch
 
 
 @cache
@@ -67,11 +95,6 @@ def release_reader_memory() -> None:
         pa.default_memory_pool().release_unused()
 
 
-_pages_lock = threading.Lock()
-_pages_depth = 0  # small_pages blocks open, in any thread
-_pages_saved = True  # the setting the first of them found
-
-
 @contextmanager
 def small_pages() -> Iterator[None]:
     """Within the block, numpy does not ask for transparent huge pages for its arrays.
@@ -85,23 +108,13 @@ def small_pages() -> Iterator[None]:
     setting and the last to close restores it, so the user's own numpy work is left as it
     was whatever order the threads end in.
     """
-    global _pages_depth, _pages_saved
     setter = getattr(getattr(np, "_core", None), "multiarray", None)
     setter = getattr(setter, "_set_madvise_hugepage", None)
     if setter is None:  # another numpy: nothing to change
         yield
         return
-    with _pages_lock:
-        if _pages_depth == 0:
-            _pages_saved = setter(False)
-        _pages_depth += 1
-    try:
+    with _pages.held(lambda: setter(False), setter):
         yield
-    finally:
-        with _pages_lock:
-            _pages_depth -= 1
-            if _pages_depth == 0:
-                setter(_pages_saved)
 
 
 def _host_setting(env: str, default: int = _GLIBC_DEFAULT) -> int:
@@ -125,29 +138,25 @@ def heavy_stage() -> Iterator[None]:
     them and trims. glibc then keeps these values fixed (a ``mallopt`` switches off its dynamic
     mmap threshold for good; there is no call to switch it back on).
     """
-    global _depth
     libc = _libc()
     if libc is None:
         with small_pages():
             yield
         return
-    with _lock:
-        _depth += 1
-        if _depth == 1:
-            libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX)
-            libc.mallopt(_M_MMAP_MAX, 0)  # no block is an mmap of its own, whatever its size
-            libc.mallopt(_M_TRIM_THRESHOLD, _STAGE_TRIM)
-    try:
-        with small_pages():
-            yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                libc.malloc_trim(0)
-                libc.mallopt(_M_MMAP_THRESHOLD, _host_setting("MALLOC_MMAP_THRESHOLD_"))
-                libc.mallopt(_M_MMAP_MAX, _host_setting("MALLOC_MMAP_MAX_", _GLIBC_MMAP_MAX))
-                libc.mallopt(_M_TRIM_THRESHOLD, _host_setting("MALLOC_TRIM_THRESHOLD_"))
+
+    def apply() -> None:
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX)
+        libc.mallopt(_M_MMAP_MAX, 0)  # no block is an mmap of its own, whatever its size
+        libc.mallopt(_M_TRIM_THRESHOLD, _STAGE_TRIM)
+
+    def undo(_: None) -> None:
+        libc.malloc_trim(0)
+        libc.mallopt(_M_MMAP_THRESHOLD, _host_setting("MALLOC_MMAP_THRESHOLD_"))
+        libc.mallopt(_M_MMAP_MAX, _host_setting("MALLOC_MMAP_MAX_", _GLIBC_MMAP_MAX))
+        libc.mallopt(_M_TRIM_THRESHOLD, _host_setting("MALLOC_TRIM_THRESHOLD_"))
+
+    with _allocator.held(apply, undo), small_pages():
+        yield
 
 
 def available_bytes() -> int | None:

@@ -54,9 +54,9 @@ def test_blocks_above_glibcs_largest_mmap_threshold_are_reused_too():
 def test_stages_nest_and_survive_errors():
     with pytest.raises(RuntimeError), memory.heavy_stage():
         with memory.heavy_stage():
-            assert memory._depth == 2
+            assert memory._allocator.depth == 2
         raise RuntimeError("boom")
-    assert memory._depth == 0
+    assert memory._allocator.depth == 0
 
 
 @linux_glibc
