@@ -600,6 +600,7 @@ def build_cube(
     *,
     groups: bool = False,
     only: tuple[int, int] | None = None,
+    gpu_iter: np.ndarray | None = None,
 ) -> Cube:
     """Split every figure by iteration for the given key node.
 
@@ -614,12 +615,14 @@ def build_cube(
     their working set then overlaps the per-op partials' (~50 bytes per GPU row more at the
     peak: +0.06 GB at 1M kernels, +0.45 GB at 10M); past it in this thread, last.
     ``only`` = (lo, hi): ``op_iter`` and ``kernel_iter`` for that range alone, combined
-    (:class:`Cube`): at 10M kernels 0.6 GB less kept than per iteration.
+    (:class:`Cube`): at 10M kernels 0.6 GB less kept than per iteration. ``gpu_iter``: each
+    GPU row's launch iteration when already found (:func:`launch_iterations`).
     """
     n_it = it.count
     inst_start = c.inst["start_ns"].to_numpy(np.int64)
     inst_iter = _iterations_of(it, len(inst_start), lambda part: inst_start[part])
-    gpu_iter = _launch_iter(c, it)
+    if gpu_iter is None:
+        gpu_iter = launch_iterations(c, it)
     windows = iteration_windows(gpu_iter, n_it)
     beside = groups and len(gpu_iter) <= THREAD_GPU_ROWS
 
@@ -664,8 +667,9 @@ def _iterations_of(it: Iterations, n: int, times: Callable[[slice], np.ndarray])
     return out
 
 
-def _launch_iter(c: Correlated, it: Iterations) -> np.ndarray:
-    """Iteration of each GPU row's launch (its API call's start; its own start without one)."""
+def launch_iterations(c: Correlated, it: Iterations) -> np.ndarray:
+    """Iteration of each GPU row's launch (its API call's start; its own start without one):
+    the cube's ``gpu_iter``, found without the cube by the iteration report's stream."""
     g = c.gpu
     if "launch_iter" in g:  # the windowed engine's: each launch's iteration, kept per row
         if g.attrs.get("key_node", it.key_node) != it.key_node:

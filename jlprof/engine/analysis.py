@@ -21,6 +21,7 @@ from jlprof.engine.aggregate import (
     build_cube,
     check_held_range,
     instance_metrics,
+    launch_iterations,
 )
 from jlprof.engine.correlate import Correlated, correlate
 from jlprof.engine.iterations import (
@@ -154,6 +155,11 @@ class Analysis:
             if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
                 self.mode = "pytorch"
             self._cubes: dict[str | None, Cube] = {}
+            # per key node, found before its cube: its iterations and each GPU row's launch
+            # iteration (the iteration report streams from them while the cube is built;
+            # the cube then holds the same objects)
+            self._found: dict[str | None, Iterations] = {}
+            self._launch: dict[str | None, np.ndarray] = {}
             # per (what, key node, range): small frames; str keys: per-profile orderings
             self._memo: dict[tuple | str, Any] = {}
             # reports already written while the trace was read (the windowed engine's
@@ -163,13 +169,15 @@ class Analysis:
             say("finding iterations")
             self.key_node: str | None = self._resolve_key_node(key_node)
             if range_only:  # the range, from the key node's iterations, before the cube
-                count = find_iterations(self.correlated, self.key_node).count
+                count = self.iterations.count
                 self._cube_range = check_range(count, iter_start, iter_stop)
-            # the group-node partials too: the summary's dashboard and the group_node report
-            # need them, and built here they reuse the correlation's freed memory. A
-            # command's (range_only) builds them on first use instead: its reports then
-            # build them on one core while the iteration report streams on the other
-            self._build_cube(groups=not range_only)
+            else:
+                # with the group-node partials: the summary's dashboard and the group_node
+                # report need them, and built here they reuse the correlation's freed
+                # memory. A command's (range_only) builds its cube on first use instead:
+                # its iteration report then streams on one core from the start while the
+                # cube and the other reports are built on the other
+                self._build_cube(groups=True)
             self.iter_start, self.iter_stop = self._check_range(iter_start, iter_stop)
 
     # ---- key node and range -------------------------------------------------------------
@@ -213,14 +221,22 @@ class Analysis:
 
     def _build_cube(self, groups: bool) -> Cube:
         """The current key node's cube, built once; ``groups``: its group-node partials too."""
-        cube = self._cubes.get(self.key_node)
+        key = self.key_node
+        cube = self._cubes.get(key)
         if cube is None:
             with heavy_stage():
-                it = find_iterations(self.correlated, self.key_node)
+                it = self._found.get(key)
+                if it is None:
+                    it = find_iterations(self.correlated, key)
                 cube = build_cube(
-                    self.correlated, self.metrics, it, groups=groups, only=self._cube_range
+                    self.correlated,
+                    self.metrics,
+                    it,
+                    groups=groups,
+                    only=self._cube_range,
+                    gpu_iter=self._launch.get(key),  # kept: the stream may be reading it
                 )
-            self._cubes[self.key_node] = cube
+            self._cubes[key] = cube
         elif groups:
             cube.group_iter  # noqa: B018
         return cube
@@ -274,7 +290,27 @@ class Analysis:
 
     @property
     def iterations(self) -> Iterations:
-        return self.cube.iterations
+        """The key node's iterations: the cube's, or found alone while it is not built."""
+        cube = self._cubes.get(self.key_node)
+        if cube is not None:
+            return cube.iterations
+        key = self.key_node
+        if key not in self._found:
+            self._found[key] = find_iterations(self.correlated, key)
+        return self._found[key]
+
+    @property
+    def gpu_iter(self) -> np.ndarray:
+        """Each GPU row's launch iteration (the cube's ``gpu_iter``), found without building
+        the cube when it is not built yet: the iteration report needs no more, and streams
+        while the cube is built. Read it on the thread that builds the cube first."""
+        cube = self._cubes.get(self.key_node)
+        if cube is not None:
+            return cube.gpu_iter
+        key = self.key_node
+        if key not in self._launch:
+            self._launch[key] = launch_iterations(self.correlated, self.iterations)
+        return self._launch[key]
 
     def suggest_key_nodes(self, limit: int = 5) -> pd.DataFrame:
         """Ops that look like iteration markers, best first (guide §12.3)."""

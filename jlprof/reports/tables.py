@@ -266,7 +266,7 @@ def iteration_parts(
     stored in it."""
     rows = rows or ITERATION_PART_ROWS
     inst_op = _inst_op(p)  # once, not per part: a part touches only its own rows
-    it = p.cube.gpu_iter
+    it = p.gpu_iter
     start = p.correlated.gpu["start_ns"].to_numpy(np.int64)
     if _whole_in_order(it, start, lo, hi):
         n = len(it)
@@ -310,7 +310,7 @@ def _inst_op(p: Analysis) -> np.ndarray:
 def _iteration_order(p: Analysis, lo: int, hi: int) -> slice | np.ndarray:
     """The iteration report's rows: ``slice(0, n)`` when they are every GPU row in stored
     order (10M rows: no index, no order check copies), else their positions."""
-    it = p.cube.gpu_iter
+    it = p.gpu_iter
     start = p.correlated.gpu["start_ns"].to_numpy(np.int64)
     if _whole_in_order(it, start, lo, hi):
         return slice(0, len(it))
@@ -330,7 +330,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
     op[inst < 0] = len(c.ops)
     del inst
     api = g["api"].to_numpy()[rows]
-    return iteration_frame(c.ops, op, p.cube.gpu_iter[rows], g, rows, c.api, api, _pytorch(p))
+    return iteration_frame(c.ops, op, p.gpu_iter[rows], g, rows, c.api, api, _pytorch(p))
 
 
 def iteration_frame(

@@ -184,6 +184,7 @@ def _start_streamed(
     from jlprof.reports import tables
 
     lo, hi = p.range_of(None, None)
+    p.gpu_iter  # noqa: B018 - found here, not raced for by the stream and the cube's builder
     for fmt in todo:
         say(f"writing iteration.{fmt}")
 
