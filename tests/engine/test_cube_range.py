@@ -144,3 +144,25 @@ def test_another_range_and_per_iteration_readers_are_refused(tmp_path):
     # the whole profile's cube reads per iteration and combines any range
     assert per_iteration(whole.cube.op_iter) is whole.cube.op_iter
     assert len(whole.outlier_ops(1)) > 0
+
+
+def test_a_range_only_profiles_iteration_report_needs_no_cube(tmp_path):
+    """A command's profile builds its cube on first use: its iteration report (the longest
+    file) streams from the launch iterations alone while the cube is built beside it. The
+    report made before any cube equals the whole profile's, and the cube built afterwards
+    holds the very launch iterations the report read (found once, not twice)."""
+    from jlprof.reports import tables
+
+    for path, key in _exports(tmp_path):
+        whole = Profile(read_trace(path), key_node=key)
+        lo, hi = _ranges(whole.iterations.count)[-1]
+        p = Profile(whole.trace, key_node=key, iter_start=lo, iter_stop=hi, range_only=True)
+        assert p._cubes == {}, "a range-only profile builds no cube at load"
+        assert p.iterations.count == whole.iterations.count
+        got = pd.concat(list(tables.iteration_parts(p, lo, hi, rows=3)), ignore_index=True)
+        assert p._cubes == {}, "the iteration report needs no cube"
+        pd.testing.assert_frame_equal(got, catalog.report(whole, "iteration", lo, hi))
+        launch = p.gpu_iter
+        assert (launch == whole.cube.gpu_iter).all()
+        assert p.cube.gpu_iter is launch and p.gpu_iter is launch
+        assert p.iterations is p.cube.iterations
