@@ -219,6 +219,13 @@ class Analysis:
         """Per-iteration partial aggregates for the current key node (cached)."""
         return self._cubes.get(self.key_node) or self._build_cube(groups=False)
 
+    def ensure_cube(self, groups: bool = False) -> None:
+        """Build the key node's cube now if it is not built (``groups``: its group-node
+        partials too, beside its other parts on a small trace): a writer that knows which
+        reports come calls this before them, rather than let the first report build it
+        and the group-node report build its partials alone, last."""
+        self._build_cube(groups)
+
     def _build_cube(self, groups: bool) -> Cube:
         """The current key node's cube, built once; ``groups``: its group-node partials too."""
         key = self.key_node

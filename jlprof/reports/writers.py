@@ -144,6 +144,11 @@ def write_reports(
             if rep == "iteration":  # a row per GPU activity: streamed, never held whole
                 streamed = _start_streamed(p, todo, say)
             else:
+                if streamed is None:
+                    # nothing streams beside the cube (the windowed engine wrote the iteration
+                    # report as it read): its group-node partials are built with its other
+                    # parts, beside them on a small trace, not alone for the last report
+                    p.ensure_cube(groups="group_node" in reports)
                 _write_one(p, rep, todo, say)
             written[rep] = list(todo.values())
         if streamed is not None:

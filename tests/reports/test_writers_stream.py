@@ -399,3 +399,35 @@ def test_a_failed_report_stops_the_iteration_stream_and_leaves_none_of_it(
         prof.write_reports(tmp_path, ["iteration", "kernel"], ["csv", "json"], force=True)
     assert not any(t.name == "jlprof-iteration" for t in threading.enumerate())
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_group_partials_are_built_with_the_cube_when_nothing_streams(
+    export, tmp_path, monkeypatch, stream
+):
+    """A command's profile (``range_only``) builds its cube when its reports need it. With no
+    iteration report streaming beside it (the windowed engine wrote that report as it read;
+    here: not asked for), the group-node partials are built with the cube's other parts, in
+    its second thread on a small trace, rather than alone on this one for the last report.
+    With the stream running they wait for first use: the stream has the other core."""
+    import threading
+
+    from jlprof.engine import aggregate
+
+    built: list[str] = []
+    group_iter = aggregate._group_iter
+
+    def spy(*a, **k):
+        built.append(threading.current_thread().name)
+        return group_iter(*a, **k)
+
+    monkeypatch.setattr(aggregate, "_group_iter", spy)
+    p = jlprof.load(export, key_node="optimizer_step", range_only=True)
+    assert p._cubes == {}
+    reports = ["summary", "group_node"] + (["iteration"] if stream else [])
+    p.write_reports(tmp_path, reports, ["csv"], force=True)
+    whole = jlprof.load(export, key_node="optimizer_step")
+    assert built[0] == ("MainThread" if stream else "jlprof-cube")
+    assert len(built) == 2  # the range-only profile's, and the whole one's at load
+    got = pd.read_csv(report_path(tmp_path, p.profile_name, "group_node", "csv"))
+    pd.testing.assert_frame_equal(got, whole.report("group_node").reset_index(drop=True))
