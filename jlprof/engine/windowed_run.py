@@ -16,11 +16,9 @@ the caller then analyses the whole trace as before.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -36,9 +34,6 @@ from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
 from jlprof.engine.windowed import Window, WindowResult, WorkPass, assemble
 from jlprof.errors import AnalysisError
-
-if TYPE_CHECKING:
-    from jlprof.engine.windows import PlanReads
 
 #: API calls a window holds at most (more when one iteration alone has more): ~50 MB of
 #: window frames and ~0.15 GB of correlation temporaries at 512k
@@ -65,51 +60,18 @@ class WindowedRun:
         use_connectorx: bool | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        from jlprof.engine.windows import read_plan
+        from jlprof.engine.windows import Misplaced, plan_windows
 
         say = progress or (lambda _m: None)
         self.path = Path(path)
-        if mode not in (None, "simple"):
-            raise Unsuitable(f"mode {mode}: its expert checks read every call")
-        # the launch plan's narrow reads of the API and GPU tables need no iterations: they
-        # run in a thread while the NVTX ranges are read and nested here (one core each)
-        stop = threading.Event()
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jlprof-plan-read")
-        reads = pool.submit(read_plan, self.path, use_connectorx, stop)
-        try:
-            self._ranges_and_plan(
-                key_node, domains, mode, calls_per_window, use_connectorx, reads, say
-            )
-        except BaseException:
-            stop.set()  # the reads end at their next chunk; nothing runs on past this call
-            reads.cancel() or reads.exception()
-            raise
-        finally:
-            pool.shutdown()
-        self.work = WorkPass(self.ranges, self.iterations, n_gpu=self.plan.n_gpu)
-        self.small.warnings = self._warnings()
-        self.event_type = narrow(self.nv["event_type"].to_numpy())  # the instances' (finish)
-
-    def _ranges_and_plan(
-        self,
-        key_node: str | None,
-        domains: list[str] | None,
-        mode: str | None,
-        calls_per_window: int,
-        use_connectorx: bool | None,
-        reads: Future[PlanReads],
-        say: Callable[[str], None],
-    ) -> None:
-        """Everything but the API and GPU tables, the range pass and the iterations; then
-        the windows, cut from the plan's reads at the iterations' bounds."""
-        from jlprof.engine.windows import Misplaced, plan_windows
-
         self.small = read_trace(self.path, use_connectorx=use_connectorx, work=False)
         self.nv = nv = in_domains(self.small.nvtx, domains)
         say("nesting NVTX ranges")
         self.ranges = range_pass(nv, mode)
         if mode is None and self.ranges.markers:
             raise Unsuitable("PyTorch markers: the expert systems' checks read every call")
+        if mode not in (None, "simple"):
+            raise Unsuitable(f"mode {mode}: its expert checks read every call")
         say("finding iterations")
         c_r = ranges_correlated(self.small, nv, self.ranges)
         try:
@@ -124,10 +86,12 @@ class WindowedRun:
                 calls_per_window,
                 cuts_ns=self.iterations.bounds_ns[1:-1],
                 use_connectorx=use_connectorx,
-                reads=reads.result(),
             )
         except Misplaced as exc:
             raise Unsuitable(str(exc)) from None
+        self.work = WorkPass(self.ranges, self.iterations, n_gpu=self.plan.n_gpu)
+        self.small.warnings = self._warnings()
+        self.event_type = narrow(nv["event_type"].to_numpy())  # the instances' (finish)
 
     @property
     def n_windows(self) -> int:

@@ -34,12 +34,10 @@ work without a launching call, late copies) by one ``rowid IN (...)`` list. So n
 more than twice the GPU rows it keeps; ``WindowReader.gpu_rows_read`` / ``gpu_rows_kept``
 give the measured ratio.
 
-The plan's narrow reads (:func:`read_plan`) go by rowid chunks of :data:`CHUNK_ROWS` (ids,
-correlation ids, processes, times; kernel name ids and copy kinds for the categories), the
-GPU tables' in a thread beside the API table's; whether the narrowed GPU columns not read fit
-int32 comes from each row's least and greatest of them, computed by SQLite in the same pass.
-They need no iterations, so the windowed run makes them while it reads and nests the NVTX
-ranges, and :func:`plan_windows` cuts the windows from them. At 10M kernels the plan
+The plan's narrow reads go by rowid chunks of :data:`CHUNK_ROWS` (ids, correlation ids,
+processes, times; kernel name ids and copy kinds for the categories), the GPU tables' in a
+thread beside the API table's; whether a narrowed GPU column fits int32 comes from a SQL
+``min``/``max`` scan of the columns not read, in a third thread. At 10M kernels the plan
 peaks at ~0.7 GB (``intervals.isolated`` over every GPU row's times) and keeps ~0.1 GB:
 per GPU row its window (int32), ``launched``, ``isolated`` and its place in
 ``gpu_order`` (int32). A window's read holds one window's frames (~0.35 GB at 1M calls).
@@ -190,81 +188,16 @@ def plan_windows(
     *,
     cuts_ns: np.ndarray | None = None,
     use_connectorx: bool | None = None,
-    reads: PlanReads | None = None,
 ) -> LaunchPlan:
     """The launch plan of ``path`` with windows of ``calls_per_window`` API calls; with
     ``cuts_ns`` (iteration bounds, :attr:`Iterations.bounds_ns` ``[1:-1]``) windows of whole
     iterations instead, of at most ``calls_per_window`` calls unless one iteration alone has
-    more (see :class:`Misplaced`). ``reads``: the narrow reads already made
-    (:func:`read_plan`, which needs no iterations: the windowed run makes them while it
-    reads and nests the NVTX ranges); they are spent here."""
+    more (see :class:`Misplaced`)."""
     if calls_per_window < 1:
         raise ValueError(f"calls_per_window must be at least 1, not {calls_per_window}")
     cuts = None if cuts_ns is None else np.asarray(cuts_ns, np.int64)
     with small_pages():  # as read_trace: no huge-page stalls on first touch
-        if reads is None:
-            reads = read_plan(path, use_connectorx)
-        elif Path(path) != reads.path or use_connectorx != reads.use_connectorx:
-            raise ValueError("these narrow reads are of another export or reader")
-        elif reads.gpu is None:
-            raise ValueError("these narrow reads were spent on a plan already")
-        try:
-            return _plan_windows(reads, calls_per_window, cuts)
-        except sqlite3.DatabaseError as exc:
-            raise damaged(reads.path, exc) from exc
-
-
-class Stopped(Exception):
-    """:func:`read_plan` was told to stop (its caller no longer wants the plan)."""
-
-
-@dataclass
-class PlanReads:
-    """The plan's narrow reads of the API and GPU tables (:func:`read_plan`): everything the
-    plan needs from the export; the windows are cut from them (:func:`plan_windows`)."""
-
-    path: Path
-    use_connectorx: bool | None
-    strings: StringTable
-    selects: dict[str, _Select]
-    pids: _Pids
-    api: _ApiRead | None
-    gpu: _GpuRead
-
-
-def read_plan(
-    path: str | Path, use_connectorx: bool | None = None, stop: threading.Event | None = None
-) -> PlanReads:
-    """The launch plan's narrow reads of ``path``, which need no iterations. ``stop``: raise
-    :class:`Stopped` at the next chunk once it is set (a caller that no longer wants the
-    plan waits for less than a chunk, not for the whole read)."""
-    path = Path(path)
-    with small_pages():
-        conn, tabs = open_export(path)
-        try:
-            f = _Fetcher(path, conn, use_connectorx)
-            strings = _read_strings(conn)
-            selects = _event_selects(conn, tabs)
-            selects.pop(_NVTX, None)
-            # the GPU tables' narrow read runs beside the API table's (connectorx and SQLite
-            # work outside the GIL), on its own connection
-            pids = _Pids()
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                gpu_read = pool.submit(_read_gpu, path, use_connectorx, selects, pids, stop)
-                try:
-                    q = selects.get(_API)
-                    api = None if q is None else _read_api_narrow(f, q, pids, stop)
-                except BaseException:
-                    if stop is not None:
-                        stop.set()  # the GPU read ends at its next chunk
-                    raise
-                gpu = gpu_read.result()
-            return PlanReads(path, use_connectorx, strings, selects, pids, api, gpu)
-        except sqlite3.DatabaseError as exc:
-            raise damaged(path, exc) from exc
-        finally:
-            conn.close()
-            release_reader_memory()  # the narrow reads' Arrow buffers and the threads' arenas
+        return _plan_windows(Path(path), calls_per_window, use_connectorx, cuts)
 
 
 class Misplaced(Exception):
@@ -273,19 +206,38 @@ class Misplaced(Exception):
     neither window's iterations."""
 
 
-def _plan_windows(r: PlanReads, calls_per_window: int, cuts: np.ndarray | None) -> LaunchPlan:
-    api = _plan_api(r.api, r.strings, calls_per_window, r.pids, cuts)
-    r.api = None  # its starts and keys go with the API plan's use of them
-    gpu = _plan_gpu(r.gpu, r.strings, api, cuts)
-    r.gpu = None  # type: ignore[assignment]
-    release_reader_memory()
+def _plan_windows(
+    path: Path, calls_per_window: int, use_connectorx: bool | None, cuts: np.ndarray | None
+) -> LaunchPlan:
+    conn, tabs = open_export(path)
+    try:
+        f = _Fetcher(path, conn, use_connectorx)
+        strings = _read_strings(conn)
+        selects = _event_selects(conn, tabs)
+        selects.pop(_NVTX, None)
+        # the GPU tables' narrow read and their int32 scans run beside the API table's read
+        # (connectorx and SQLite work outside the GIL), each on its own connection
+        pids = _Pids()
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            gpu_read = pool.submit(_read_gpu, path, use_connectorx, selects, pids)
+            fits = pool.submit(_gpu_fits, path, selects)
+            api = _plan_api(f, selects.get(_API), strings, calls_per_window, pids, cuts)
+            gpu_rows = gpu_read.result()
+            release_reader_memory()  # the narrow reads' Arrow buffers, before isolated's peak
+            gpu = _plan_gpu(gpu_rows, strings, api, fits.result(), cuts)
+            del gpu_rows
+    except sqlite3.DatabaseError as exc:
+        raise damaged(path, exc) from exc
+    finally:
+        conn.close()
+    release_reader_memory()  # the narrow reads' Arrow buffers and the scan thread's arena
     order = np.argsort(gpu.window, kind="stable").astype(index_dtype(len(gpu.window)))
     counts = np.bincount(gpu.window, minlength=api.n_windows)
     bounds = np.zeros(api.n_windows + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
     return LaunchPlan(
-        path=r.path,
-        use_connectorx=r.use_connectorx,
+        path=path,
+        use_connectorx=use_connectorx,
         calls_per_window=calls_per_window,
         n_windows=api.n_windows,
         api=api.rows,
@@ -296,8 +248,8 @@ def _plan_windows(r: PlanReads, calls_per_window: int, cuts: np.ndarray | None) 
         window_start_ns=api.window_start,
         api_template=api.template,
         gpu_template=gpu.template,
-        strings=r.strings,
-        selects=r.selects,
+        strings=strings,
+        selects=selects,
         gpu_order=order,
         gpu_bounds=bounds,
         api_edges=api.edges,
@@ -324,17 +276,14 @@ def events_at_most(path: str | Path) -> int:
 # ---- the plan's narrow pass
 
 
-def _chunks(f: _Fetcher, q: _Select, stop: threading.Event | None = None):
-    """``q``'s rows (with their ``row_id``) by rowid ranges of CHUNK_ROWS, in rowid order;
-    :class:`Stopped` before a chunk once ``stop`` is set."""
+def _chunks(f: _Fetcher, q: _Select):
+    """``q``'s rows (with their ``row_id``) by rowid ranges of CHUNK_ROWS, in rowid order."""
     span = rowid_range(f.conn, q.table)
     if span is None:
         return
     lo, hi = span
     q = _with_rowid(q)
     for a in range(lo, hi + 1, CHUNK_ROWS):
-        if stop is not None and stop.is_set():
-            raise Stopped
         b = min(a + CHUNK_ROWS - 1, hi)
         df = f.frame(q.where(f"WHERE rowid BETWEEN {a} AND {b} ORDER BY rowid"))
         if len(df):
@@ -409,17 +358,6 @@ class _Extremes:
 
 
 @dataclass
-class _ApiRead:
-    """The API table's narrow columns, read chunk by chunk."""
-
-    rows: TableRows
-    keys: np.ndarray  # every call's (process, correlation id) key, in row order
-    start: np.ndarray  # every call's start (int64), in row order
-    names: np.ndarray  # the calls' name ids, each once, in first-seen order
-    ext: _Extremes
-
-
-@dataclass
 class _ApiPlan:
     rows: TableRows | None
     calls_per_window: int
@@ -436,39 +374,16 @@ class _ApiPlan:
     misplaced: np.ndarray | None = None  # per key (as ``keys``): its call is misplaced
 
 
-def _read_api_narrow(
-    f: _Fetcher, q: _Select, pids: _Pids, stop: threading.Event | None = None
-) -> _ApiRead:
-    """Every call's launch key and start, and what ``Trace.api``'s dtypes need."""
-    rid, ext = _RowIds(q.table), _Extremes()
-    n_max = f.rows_at_most(q.table) or 0
-    keys = np.empty(n_max, np.int64)  # filled up to rid.n
-    start = np.empty(n_max, np.int64)
-    name_ids = []
-    narrow_q = q.only("start_ns", "global_tid", "correlation_id", "name_id", "event_class")
-    for df in _chunks(f, narrow_q, stop):
-        pos = rid.n
-        rid.add(_int(df, "row_id"))
-        corr = _int(df, "correlation_id")
-        ext.add("correlation_id", corr)
-        ext.add("event_class", _int(df, "event_class"))
-        keys[pos : pos + len(df)] = pids.keys(_int(df, "global_tid") & GLOBAL_PID_MASK, corr)
-        start[pos : pos + len(df)] = _int(df, "start_ns")
-        name_ids.append(pd.unique(_int(df, "name_id")))
-    rows = rid.rows()
-    names = pd.unique(np.concatenate(name_ids)) if name_ids else np.zeros(0, np.int64)
-    return _ApiRead(rows, keys[: rows.n], start[: rows.n], names, ext)
-
-
 def _plan_api(
-    r: _ApiRead | None,
+    f: _Fetcher,
+    q: _Select | None,
     strings: StringTable,
     calls_per_window: int,
     pids: _Pids,
     cuts: np.ndarray | None = None,
 ) -> _ApiPlan:
     """API windows, their start times, the launch keys and ``Trace.api``'s dtypes."""
-    if r is None:
+    if q is None:
         return _ApiPlan(
             None,
             calls_per_window,
@@ -481,21 +396,39 @@ def _plan_api(
             *_no_calls(cuts),
         )
     c = calls_per_window
-    rows, all_keys, start = r.rows, r.keys, r.start
-    r.keys = r.start = None  # type: ignore[assignment]
-    if cuts is not None:
-        its = _Iterations(cuts, rows.n)
-        for pos in range(0, rows.n, CHUNK_ROWS):  # chunks: small temporaries
-            its.add(pos, start[pos : pos + CHUNK_ROWS])
+    rid, ext = _RowIds(q.table), _Extremes()
+    keys = np.empty(f.rows_at_most(q.table) or 0, np.int64)  # filled up to rid.n
+    name_ids, starts = [], []
+    n_max = len(keys)
+    its = _Iterations(cuts, n_max) if cuts is not None else None
+    narrow_q = q.only("start_ns", "global_tid", "correlation_id", "name_id", "event_class")
+    for df in _chunks(f, narrow_q):
+        pos = rid.n
+        rid.add(_int(df, "row_id"))
+        if its is not None:
+            its.add(pos, _int(df, "start_ns"))
+        corr = _int(df, "correlation_id")
+        ext.add("correlation_id", corr)
+        ext.add("event_class", _int(df, "event_class"))
+        keys[pos : pos + len(df)] = pids.keys(_int(df, "global_tid") & GLOBAL_PID_MASK, corr)
+        name_ids.append(pd.unique(_int(df, "name_id")))
+        # the earliest start of each window met in this chunk
+        start = _int(df, "start_ns")
+        w0, w1 = pos // c, (pos + len(df) - 1) // c
+        cuts = np.maximum(np.arange(w0, w1 + 1, dtype=np.int64) * c - pos, 0)
+        starts.append((w0, np.minimum.reduceat(start, cuts)))
+    rows = rid.rows()
+    if its is not None:
         edges, pos_window, it_window, window_start, wrong = its.windows(rows.n, c)
         n_windows = len(edges) - 1
     else:
         n_windows = max(1, -(-rows.n // c))
         window_start = np.full(n_windows, np.iinfo(np.int64).max)
-        if rows.n:  # each window's earliest call
-            window_start[:] = np.minimum.reduceat(start, np.arange(0, rows.n, c))
+        for w0, mins in starts:
+            np.minimum.at(window_start, np.arange(w0, w0 + len(mins)), mins)
         edges = pos_window = it_window = wrong = None
-    del start
+    all_keys = keys[: rows.n]
+    del keys
     pos_dtype = index_dtype(max(n_windows, 1))
     misplaced = None
     if len(all_keys) < 2 or bool((all_keys[1:] > all_keys[:-1]).all()):
@@ -513,10 +446,11 @@ def _plan_api(
         key_window = (first // c).astype(pos_dtype) if pos_window is None else pos_window[first]
         misplaced = None if wrong is None else wrong[first]
         del first
+    seen = pd.unique(np.concatenate(name_ids)) if name_ids else np.zeros(0, np.int64)
     dtypes = {c_: np.int64 for c_ in API_COLUMNS}
     for col in ("correlation_id", "event_class"):
-        dtypes[col] = np.int32 if r.ext.fits(col) else np.int64
-    template = _template(API_COLUMNS, dtypes, {"name": _api_names(r.names, strings)})
+        dtypes[col] = np.int32 if ext.fits(col) else np.int64
+    template = _template(API_COLUMNS, dtypes, {"name": _api_names(seen, strings)})
     return _ApiPlan(
         rows, c, n_windows, window_start, uniq, key_window, pids, template,
         edges, pos_window, it_window, misplaced,
@@ -593,16 +527,10 @@ class _GpuRead:
     ext: _Extremes
     names: dict[str, list[np.ndarray]]  # kernel name ids, first seen per chunk
     copy_kinds: list[np.ndarray]
-    fits: dict[str, dict[str, bool]] = field(default_factory=dict)  # per table: whether each
-    # narrowed column the narrow read does not keep fits int32 (the whole read's dtypes)
 
 
 def _read_gpu(
-    path: Path,
-    use_cx: bool | None,
-    selects: dict[str, _Select],
-    pids: _Pids,
-    stop: threading.Event | None = None,
+    path: Path, use_cx: bool | None, selects: dict[str, _Select], pids: _Pids
 ) -> _GpuRead:
     """Times, launch keys and category inputs of every GPU row, on a connection of its own."""
     conn = _connect(path)
@@ -624,22 +552,8 @@ def _read_gpu(
             extra = ("short_id", "demangled_id") if kind == "kernel" else ()
             extra += ("copy_kind",) if kind == "memcpy" else ()
             q = selects[table].only("start_ns", "end_ns", "correlation_id", "global_pid", *extra)
-            # whether the narrowed columns not kept fit int32: their least and greatest value
-            # per row, computed by SQLite in this same pass (a scan of their own cost 2.9 s
-            # of CPU at 10M kernels; these two columns add ~2.3 s to this read)
-            whole = selects[table]
-            cols = [c for c in whole.names if c in _NARROW and c != "correlation_id"]
-            exprs = [_with_default(whole, c) for c in cols]
-            if exprs:
-                many = len(exprs) > 1  # min(x) of one argument is SQLite's aggregate
-                q.raw(f"min({', '.join(exprs)})" if many else exprs[0], "_least")
-                q.raw(f"max({', '.join(exprs)})" if many else exprs[0], "_greatest")
-            ext = _Extremes()
             rid = _RowIds(table)
-            for df in _chunks(f, q, stop):
-                if exprs:
-                    ext.add("least", _int(df, "_least"))
-                    ext.add("greatest", _int(df, "_greatest"))
+            for df in _chunks(f, q):
                 n, k = g.n, len(df)
                 rid.add(_int(df, "row_id"))
                 g.start[n : n + k] = _int(df, "start_ns")
@@ -659,17 +573,17 @@ def _read_gpu(
             rows = rid.rows()
             if rows.n:
                 g.tables.append(GpuTable(rows, kind, g.n - rows.n))
-            if ext.fits("least") and ext.fits("greatest"):
-                g.fits[table] = dict.fromkeys(cols, True)
-            else:  # some value does not fit, or no rows: one scan tells the columns apart
-                g.fits[table] = _fits_int32(conn, whole, cols)
         return g
     finally:
         conn.close()
 
 
 def _plan_gpu(
-    g: _GpuRead, strings: StringTable, api: _ApiPlan, cuts: np.ndarray | None = None
+    g: _GpuRead,
+    strings: StringTable,
+    api: _ApiPlan,
+    fits: dict[str, dict[str, bool]],
+    cuts: np.ndarray | None = None,
 ) -> _GpuPlan:
     """Each GPU row's launch window and ``isolated``, and ``Trace.gpu``'s dtypes."""
     n = g.n
@@ -705,7 +619,7 @@ def _plan_gpu(
     api.pos_window = api.misplaced = None
     isolated = intervals.isolated(g.start[:n], g.end[:n])
     g.start = g.end = None
-    template = _gpu_template(g.fits, strings, g.tables, g.ext, g.names, g.copy_kinds)
+    template = _gpu_template(fits, strings, g.tables, g.ext, g.names, g.copy_kinds)
     return _GpuPlan(g.tables, window, launched, isolated, template)
 
 
@@ -741,9 +655,19 @@ def _gpu_template(
     return _template(GPU_COLUMNS, dtypes, {c: _concat_cats(v) for c, v in cats.items()})
 
 
-def _with_default(q: _Select, col: str) -> str:
-    """``col`` as ``q`` reads it, NULL as its default (a SQL expression)."""
-    return f"coalesce({q.exprs[q.names.index(col)]}, {q.fill.get(col, 0)!r})"
+def _gpu_fits(path: Path, selects: dict[str, _Select]) -> dict[str, dict[str, bool]]:
+    """Per GPU table, whether each narrowed column the narrow reads skip fits int32."""
+    conn = _connect(path)  # its own: a connection stays in its thread
+    try:
+        out = {}
+        for table, _kind in _GPU_TABLES:
+            if table in selects:
+                q = selects[table]
+                cols = [c for c in q.names if c in _NARROW and c != "correlation_id"]
+                out[table] = _fits_int32(conn, q, cols)
+        return out
+    finally:
+        conn.close()
 
 
 def _fits_int32(conn: sqlite3.Connection, q: _Select, cols: list[str]) -> dict[str, bool]:
@@ -751,7 +675,7 @@ def _fits_int32(conn: sqlite3.Connection, q: _Select, cols: list[str]) -> dict[s
     in every row of ``q``'s table: one scan of all of them together, one per column if not."""
     if not cols:
         return {}
-    exprs = ", ".join(_with_default(q, c) for c in cols)
+    exprs = ", ".join(f"coalesce({q.exprs[q.names.index(c)]}, {q.fill.get(c, 0)!r})" for c in cols)
     if len(cols) > 1:  # all columns at once first (the usual answer: all fit), 1/4 cheaper
         lo, hi = conn.execute(
             f"SELECT min(min({exprs})), max(max({exprs})) FROM {q.table}"
@@ -760,7 +684,7 @@ def _fits_int32(conn: sqlite3.Connection, q: _Select, cols: list[str]) -> dict[s
             return dict.fromkeys(cols, True)
     aggs = []
     for c in cols:
-        e = _with_default(q, c)
+        e = f"coalesce({q.exprs[q.names.index(c)]}, {q.fill.get(c, 0)!r})"
         aggs += [f"min({e})", f"max({e})"]
     got = conn.execute(f"SELECT {', '.join(aggs)} FROM {q.table}").fetchone()
     out = {}

@@ -334,32 +334,3 @@ def test_columns_past_int32_stay_int64_in_every_window(rich, tmp_path) -> None:
     check_plan(plan, whole)
     for cx in (False, True):
         check_windows(plan, whole, range(plan.n_windows), cx)
-
-
-@pytest.mark.parametrize(
-    ("value", "dtype"),
-    [
-        (-(1 << 31), np.int32),
-        (-(1 << 31) - 1, np.int64),
-        ((1 << 31) - 1, np.int32),
-        (1 << 31, np.int64),
-    ],
-)
-def test_int32_bounds_of_the_columns_the_plan_does_not_keep(rich, tmp_path, value, dtype) -> None:
-    """The plan learns whether the GPU columns it does not keep fit int32 from each row's
-    least and greatest value, in its one pass: the edges of int32 decide as the whole read
-    does, below as well as above, and in the last row as well as the first."""
-    path = edited(
-        rich,
-        tmp_path / "edge.sqlite",
-        f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = {value} "
-        "WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
-        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET graphNodeId = NULL WHERE rowid = 1",
-    )
-    whole = whole_of(path)
-    gpu = whole.trace.gpu
-    assert gpu["stream_id"].dtype == dtype and gpu["grid_x"].dtype == np.int32
-    plan = plan_windows(path, 3)
-    check_plan(plan, whole)
-    assert plan.gpu_template["stream_id"].dtype == dtype
-    check_windows(plan, whole, range(plan.n_windows), True)
