@@ -334,3 +334,32 @@ def test_columns_past_int32_stay_int64_in_every_window(rich, tmp_path) -> None:
     check_plan(plan, whole)
     for cx in (False, True):
         check_windows(plan, whole, range(plan.n_windows), cx)
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype"),
+    [
+        (-(1 << 31), np.int32),
+        (-(1 << 31) - 1, np.int64),
+        ((1 << 31) - 1, np.int32),
+        (1 << 31, np.int64),
+    ],
+)
+def test_int32_bounds_of_the_columns_the_plan_does_not_keep(rich, tmp_path, value, dtype) -> None:
+    """Whether the GPU columns the plan's narrow read does not keep fit int32 is decided as
+    the whole read decides it: at the edges of int32, below as well as above, with the
+    value in the last row and NULLs (read as their default) elsewhere."""
+    path = edited(
+        rich,
+        tmp_path / "edge.sqlite",
+        f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = {value} "
+        "WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET graphNodeId = NULL WHERE rowid = 1",
+    )
+    whole = whole_of(path)
+    gpu = whole.trace.gpu
+    assert gpu["stream_id"].dtype == dtype and gpu["grid_x"].dtype == np.int32
+    plan = plan_windows(path, 3)
+    check_plan(plan, whole)
+    assert plan.gpu_template["stream_id"].dtype == dtype
+    check_windows(plan, whole, range(plan.n_windows), True)
