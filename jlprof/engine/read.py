@@ -200,7 +200,8 @@ class _Fetcher:
         self.conn = conn
         self.path = path
         self.cx = None
-        self.streams: dict[str, object] = {}  # table -> connectorx's RecordBatchReader
+        # table -> connectorx's RecordBatchReaders, one per run of rowids, in rowid order
+        self.streams: dict[str, list] = {}
         if use_connectorx is not False:
             try:
                 import connectorx
@@ -228,30 +229,48 @@ class _Fetcher:
             return None
         return max(1, min(span[1] - span[0] + 1, self.path.stat().st_size // 16))
 
-    def start(self, q: _Select, rows: int | None) -> bool:
+    def start(self, q: _Select, rows: int | None, parts: int = 1) -> bool:
         """Start reading ``q`` (at most ``rows`` rows) as one Arrow batch; False if it can't.
 
         connectorx runs the query in its own thread; :meth:`frame` takes the result.
+        ``parts`` > 1: that many runs of the table's rowids, each read in a thread of its own
+        and put back in rowid order (a table read alone then uses more than one core).
         """
         if self.cx is None or not rows:
             return False
+        queries = [q]
+        span = rowid_range(self.conn, q.table) if parts > 1 and not q.tail else None
+        if span is not None:
+            lo, hi = span
+            step = -(-(hi - lo + 1) // parts)
+            queries = [
+                q.where(f"WHERE rowid BETWEEN {a} AND {min(a + step - 1, hi)}")
+                for a in range(lo, hi + 1, step)
+            ]
         try:
             # one more than the rows: connectorx flushes a full batch and then an empty one
-            self.streams[q.table] = self.cx.read_sql(
-                schema.connectorx_uri(self.path),
-                q.sql,
-                return_type="arrow_stream",
-                batch_size=rows + 1,
-            )
+            self.streams[q.table] = [
+                self.cx.read_sql(
+                    schema.connectorx_uri(self.path),
+                    part.sql,
+                    return_type="arrow_stream",
+                    batch_size=rows + 1,
+                )
+                for part in queries
+            ]
         except Exception:  # connectorx < 0.4 has no arrow_stream: batches of 64K rows then
+            self.streams.pop(q.table, None)
             return False
         return True
 
     def _arrow(self, q: _Select):
         """connectorx's Arrow table of ``q``: the stream started for it, else a plain read."""
-        stream = self.streams.pop(q.table, None)
-        if stream is not None:
-            return stream.read_all()
+        streams = self.streams.pop(q.table, None)
+        if streams is not None:
+            import pyarrow as pa
+
+            tables = [s.read_all() for s in streams]
+            return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         return self.cx.read_sql(schema.connectorx_uri(self.path), q.sql, return_type="arrow")
 
     def frame(self, q: _Select) -> pd.DataFrame:
@@ -516,9 +535,9 @@ def _event_selects(conn: sqlite3.Connection, tabs: set[str]) -> dict[str, _Selec
     return {q.table: q for q in selects}
 
 
-def _start_event_tables(f: _Fetcher, selects: dict[str, _Select]) -> bool:
+def _start_event_tables(f: _Fetcher, selects: dict[str, _Select], parts: int = 1) -> bool:
     """Start connectorx on every event table at once; False when it cannot stream them."""
-    started = [f.start(q, f.rows_at_most(t)) for t, q in selects.items()]
+    started = [f.start(q, f.rows_at_most(t), parts) for t, q in selects.items()]
     return any(started)
 
 
@@ -914,7 +933,9 @@ def _read_trace(
         selects = _event_selects(conn, tabs)
         if not work:
             selects = {k: v for k, v in selects.items() if k == _NVTX}
-        if _start_event_tables(f, selects):  # connectorx reads them all at once, in threads
+        # connectorx reads them all at once, in threads; read alone (the windowed engine's
+        # first read), the NVTX table is read as two runs of rowids at once
+        if _start_event_tables(f, selects, parts=1 if work else 2):
             api = _read_api(f, selects, strings)
             nvtx, marks = _read_nvtx(f, selects, strings)
             gpu = _read_gpu_work(f, selects, strings)

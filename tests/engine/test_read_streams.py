@@ -141,6 +141,29 @@ def test_a_stream_that_fails_falls_back_to_sqlite3(export, portable, spy) -> Non
     assert s.taken == len(EVENT_TABLES)  # each table falls back alone
 
 
+@pytest.mark.parametrize("reader", ["portable", "streams", "no streams"])
+def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
+    export, portable, spy, reader
+) -> None:
+    """The windowed engine reads the NVTX table alone (``work=False``), as two runs of rowids
+    in two connectorx streams at once, put back in rowid order: the NVTX and mark frames
+    (values, categories and their first-seen order) are the whole read's, whatever reads
+    them, and each run is a stream sized for the whole table."""
+    s = spy(fail_stream_start=reader == "no streams")
+    alone = read_trace(export, use_connectorx=reader != "portable", work=False)
+    for name in ("nvtx", "marks"):
+        pd.testing.assert_frame_equal(getattr(alone, name), getattr(portable, name))
+        for col in ("domain", "text"):
+            assert list(getattr(alone, name)[col].cat.categories) == list(
+                getattr(portable, name)[col].cat.categories
+            )
+    assert alone.gpu.empty and alone.api.empty
+    streams = [b for rt, b in s.calls if rt == "arrow_stream"]
+    if reader == "streams":
+        assert streams == [counts(export)["NVTX_EVENTS"] + 1] * 2
+        assert s.taken == 2
+
+
 def test_invalid_utf8_text_reads_like_sqlite3(tmp_path: Path) -> None:
     """connectorx panics in its thread on such text (a BaseException): that table only is
     read with sqlite3 (replacing the bad bytes), the others still with connectorx."""
