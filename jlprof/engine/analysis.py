@@ -310,7 +310,8 @@ class Analysis:
     def gpu_iter(self) -> np.ndarray:
         """Each GPU row's launch iteration (the cube's ``gpu_iter``), found without building
         the cube when it is not built yet: the iteration report needs no more, and streams
-        while the cube is built. Read it on the thread that builds the cube first."""
+        while the cube is built. The writers read it on their own thread before the stream
+        starts, so the stream and the cube's builder never both compute it."""
         cube = self._cubes.get(self.key_node)
         if cube is not None:
             return cube.gpu_iter
