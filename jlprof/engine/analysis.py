@@ -155,11 +155,6 @@ class Analysis:
             if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
                 self.mode = "pytorch"
             self._cubes: dict[str | None, Cube] = {}
-            # per key node, found before its cube: its iterations and each GPU row's launch
-            # iteration (the iteration report streams from them while the cube is built;
-            # the cube then holds the same objects)
-            self._found: dict[str | None, Iterations] = {}
-            self._launch: dict[str | None, np.ndarray] = {}
             # per (what, key node, range): small frames; str keys: per-profile orderings
             self._memo: dict[tuple | str, Any] = {}
             # reports already written while the trace was read (the windowed engine's
@@ -232,16 +227,14 @@ class Analysis:
         cube = self._cubes.get(key)
         if cube is None:
             with heavy_stage():
-                it = self._found.get(key)
-                if it is None:
-                    it = find_iterations(self.correlated, key)
                 cube = build_cube(
                     self.correlated,
                     self.metrics,
-                    it,
+                    self.iterations,  # found once: before the cube, or now
                     groups=groups,
                     only=self._cube_range,
-                    gpu_iter=self._launch.get(key),  # kept: the stream may be reading it
+                    # when the iteration report found them first (it may be reading them)
+                    gpu_iter=self._memo.get(f"gpu_iter:{key}"),
                 )
             self._cubes[key] = cube
         elif groups:
@@ -302,9 +295,7 @@ class Analysis:
         if cube is not None:
             return cube.iterations
         key = self.key_node
-        if key not in self._found:
-            self._found[key] = find_iterations(self.correlated, key)
-        return self._found[key]
+        return self.once(f"iterations:{key}", lambda: find_iterations(self.correlated, key))
 
     @property
     def gpu_iter(self) -> np.ndarray:
@@ -315,10 +306,10 @@ class Analysis:
         cube = self._cubes.get(self.key_node)
         if cube is not None:
             return cube.gpu_iter
-        key = self.key_node
-        if key not in self._launch:
-            self._launch[key] = launch_iterations(self.correlated, self.iterations)
-        return self._launch[key]
+        it = self.iterations
+        return self.once(
+            f"gpu_iter:{self.key_node}", lambda: launch_iterations(self.correlated, it)
+        )
 
     def suggest_key_nodes(self, limit: int = 5) -> pd.DataFrame:
         """Ops that look like iteration markers, best first (guide §12.3)."""
