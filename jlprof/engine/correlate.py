@@ -362,13 +362,18 @@ def launching_calls(api: pd.DataFrame, gpu: pd.DataFrame, a_tid: np.ndarray) -> 
     return g_api
 
 
-def op_table(ranges: Ranges, un_names: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+def op_table(
+    ranges: Ranges, un_names: np.ndarray, range_op: np.ndarray | None = None
+) -> tuple[pd.DataFrame, np.ndarray]:
     """The ops: the ranges' (:func:`~jlprof.engine.ranges.range_pass`), then the synthetic
     ``unassociated_<name>`` ones not among them appended; and the op of each instance
-    (ranges, then the unassociated instances, whose names are ``un_names``)."""
+    (ranges, then the unassociated instances, whose names are ``un_names``). ``range_op``:
+    the ranges' ops when already made (:meth:`Ranges.op_narrow`; the windowed run lets
+    the labels they come from go)."""
     un_uniq, un_inv = np.unique(un_names, return_inverse=True)
     ops, un_code = append_ops(ranges.ops, unassociated_ops(un_uniq))
-    inst_op = _rows(np.concatenate([ranges.op, un_code[un_inv]]), len(ops))
+    r_op = ranges.op if range_op is None else range_op
+    inst_op = _rows(np.concatenate([r_op, un_code[un_inv]]), len(ops))
     return ops, inst_op
 
 

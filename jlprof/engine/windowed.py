@@ -495,6 +495,7 @@ def assemble(
     from jlprof.engine.correlate import op_table, path_table
 
     ranges = wp.ranges
+    range_op = wp.range_op  # each range's op, made once (the ranges' labels may be gone)
     res = wp.finish()
     wp.release()
     n_r = wp.n_r
@@ -507,7 +508,8 @@ def assemble(
             np.asarray(wp.gpu_names, object)[res.un_gpu_name],
         ]
     ).astype(str)
-    ops, inst_op = op_table(ranges, un_names)
+    ops, inst_op = op_table(ranges, un_names, range_op)
+    del range_op
     n_inst = n_r + len(un_names)
     idx = index_dtype(n_inst)
     parent = np.full(n_inst, NONE, dtype=idx)

@@ -137,7 +137,9 @@ class LaunchPlan:
     n_windows: int
     api: TableRows | None  # None: no CUDA API table
     gpu_tables: list[GpuTable]
-    window: np.ndarray  # per GPU row (Trace.gpu order): its launch window, int32
+    window: np.ndarray | None  # per GPU row (Trace.gpu order): its launch window, int32
+    # (None once the windows' order is all a run reads: WindowedRun lets it go)
+    n_gpu: int  # GPU rows of the export (Trace.gpu's)
     launched: np.ndarray  # per GPU row: True when a call launched it (bool)
     isolated: np.ndarray  # per GPU row: intervals.isolated over all GPU rows (bool)
     window_start_ns: np.ndarray  # per window: its earliest call's start (int64; none: max)
@@ -153,10 +155,6 @@ class LaunchPlan:
     @property
     def n_api(self) -> int:
         return 0 if self.api is None else self.api.n
-
-    @property
-    def n_gpu(self) -> int:
-        return len(self.window)
 
     def api_rows(self, w: int) -> tuple[int, int]:
         """Window ``w``'s API row positions ``[lo, hi)``."""
@@ -243,6 +241,7 @@ def _plan_windows(
         api=api.rows,
         gpu_tables=gpu.tables,
         window=gpu.window,
+        n_gpu=len(gpu.window),
         launched=gpu.launched,
         isolated=gpu.isolated,
         window_start_ns=api.window_start,

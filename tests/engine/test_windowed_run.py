@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pandas as pd
 import pytest
 
 from jlprof.engine import windows
@@ -98,3 +99,24 @@ def test_a_reader_that_cannot_open_leaves_no_thread(run, monkeypatch) -> None:
     with pytest.raises(InputError, match="went away"):
         next(run.windows())
     assert not _readers()
+
+
+def test_what_the_run_lets_go_early_comes_back_whole(tmp_path) -> None:
+    """The run drops each range's label, thread and (when no op call nests in another) its
+    emit_nvtx top before the windows, and each GPU row's launch window; the assembled
+    instances and ops are still the whole correlation's, threads of a start/end range ended
+    on another thread (the rich scenario's ``handoff``) included."""
+    from jlprof.engine.correlate import correlate
+    from jlprof.engine.read import read_trace
+    from tests.fixtures.scenarios import KEY_NODE, rich_db
+
+    db = rich_db().write(tmp_path / "rich.sqlite")
+    whole = correlate(read_trace(db), mode="simple")
+    r = WindowedRun(db, key_node=KEY_NODE, mode="simple", calls_per_window=1000)
+    assert r.ranges.label is None and r.ranges.global_tid is None and r.plan.window is None
+    assert (r.ranges.lanes.lane < 0).any()  # the hand-off range: its thread kept aside
+    for _ in r.windows():
+        pass
+    _trace, c, _m = r.finish()
+    assert c.ops.equals(whole.ops)
+    pd.testing.assert_frame_equal(c.inst, whole.inst)
