@@ -251,6 +251,10 @@ def _analysis_options(args: argparse.Namespace, bar: StageProgress) -> dict:
 #: peak, and besides the events (BENCHMARKS.md, 2026-11-26: 3.55 GB for k10m's 27M events)
 WHOLE_BYTES_PER_EVENT = 120
 WHOLE_BYTES_BASE = 200 << 20
+#: the same for the windowed path, which still grows with the trace (BENCHMARKS.md,
+#: 2026-11-27: 1.65 GB for k10m's 27.6M events, 3.05 GB for k20m's 55M)
+WINDOWED_BYTES_PER_EVENT = 52
+WINDOWED_BYTES_BASE = 250 << 20
 
 
 def _beyond_dlprof(reports: list[str]) -> list[str]:
@@ -279,6 +283,7 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
             raise OptionError(f"{whole[0]} needs the whole trace: drop --windowed true.")
         if db.suffix != ".sqlite" or is_jlprof_db(db) or is_dldb(db):
             raise OptionError("--windowed true reads nsys SQLite exports only.")
+        _warn_if_short(db, say)
         return True
     if whole or db.suffix != ".sqlite":
         return False
@@ -297,10 +302,38 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
     from jlprof.engine.windows import events_at_most
 
     try:
-        need = WHOLE_BYTES_BASE + WHOLE_BYTES_PER_EVENT * events_at_most(db)
+        events = events_at_most(db)
     except JlprofError:  # not an export, damaged: the whole path says so
         return False
-    return need > free // 2
+    if WHOLE_BYTES_BASE + WHOLE_BYTES_PER_EVENT * events <= free // 2:
+        return False
+    _warn_if_short(db, say, events, free)
+    return True
+
+
+def _warn_if_short(db: Path, say: _Say, events: int | None = None, free: int | None = None) -> None:
+    """Say so before a windowed run that memory looks too short even for it (the windowed
+    path still grows with the trace): a warning naming the cause and the way out, rather
+    than the system stopping the run later with no word."""
+    from jlprof.engine.memory import available_bytes
+    from jlprof.engine.windows import events_at_most
+
+    free = available_bytes() if free is None else free
+    if free is None:
+        return
+    try:
+        events = events_at_most(db) if events is None else events
+    except JlprofError:
+        return  # the run itself says what is wrong with the file
+    need = WINDOWED_BYTES_BASE + WINDOWED_BYTES_PER_EVENT * events
+    if need > free:
+        say(
+            f"warning: {db.name} holds {events:,} events; read by windows, its analysis "
+            f"still takes about {need / 2**30:.1f} GiB at its peak, and {free / 2**30:.1f} "
+            "GiB are available now: the system may stop it for lack of memory. Free memory "
+            "(close other programs) or run it on a machine with more.",
+            "minimal",
+        )
 
 
 def _load_windowed(

@@ -142,6 +142,36 @@ def test_auto_reads_by_windows_only_when_memory_is_short(tmp_path, monkeypatch, 
     assert (tmp_path / "a" / kernel).read_bytes() == (tmp_path / "b" / kernel).read_bytes()
 
 
+def test_a_windowed_run_warns_when_memory_looks_short_even_for_it(tmp_path, monkeypatch, capsys):
+    """Past what even the windowed path holds (it still grows with the trace), the command
+    says so before it starts, with the export's events and the memory it would take, and
+    runs on; with memory enough, or on the whole path, no word."""
+    import jlprof.engine.memory as memory
+    from jlprof import cli
+    from jlprof.engine.windows import events_at_most
+
+    db = rich_db().write(tmp_path / "rich.sqlite")
+    events = events_at_most(db)
+    need = cli.WINDOWED_BYTES_BASE + cli.WINDOWED_BYTES_PER_EVENT * events
+    args = [f"--database={db}", "--reports=kernel", "--dldb=false", "-v", "minimal",
+            f"--key_node={KEY_NODE}"]  # fmt: skip
+    for n, (free, windowed, warned) in enumerate([
+        (need - 1, "auto", True),  # auto goes by windows: too little even for them
+        (need - 1, "true", True),
+        (need, "true", False),  # just enough
+        (64 << 30, "true", False),
+        (need - 1, "false", False),  # the whole path: the user chose it
+    ]):  # fmt: skip
+        monkeypatch.setattr(memory, "available_bytes", lambda free=free: free)
+        out = f"--output_path={tmp_path / str(n)}"
+        assert main([*args, out, f"--windowed={windowed}"]) == 0
+        err = capsys.readouterr().err
+        assert ("may stop it for lack of memory" in err) is warned, (free, windowed, err)
+        if warned:
+            assert f"{events:,} events" in err and f"{need / 2**30:.1f} GiB" in err
+        assert (tmp_path / str(n) / "dlprof_kernel.csv").exists()
+
+
 def test_windowed_true_refuses_what_needs_the_whole_trace(tmp_path):
     db = rich_db().write(tmp_path / "rich.sqlite")
     out = f"--output_path={tmp_path}"
