@@ -11,6 +11,10 @@ Per repetition, interleaved (a b c a b c ...), each a child process under ``/usr
       removed outside the timing; ``sync`` runs before every timed command so one command's
       write-back does not slow the next);
   (c) ``nsys stats -r nvtxkernsum`` (skipped without nsys; ``--nsys-repeat`` may be smaller).
+With a baseline (``--baseline-src`` / ``--baseline-args``) the two jlprof commands swap places
+every repetition: the one run right after the fetch was slower in 5 of 5 pairs at 1M kernels
+(2026-11-27 07:40 UTC, 2.49–3.34 s against 2.38–2.81 s for the same code), while pairs
+alternated by hand were even.
 The load average (``/proc/loadavg``) is recorded before every command, and the free space of
 the scratch folder's file system before the first: on a nearly full disk (8 GB free of 252 GB,
 2026-11-26) the same 1M command spent twice the system time writing and the 10M one took 11 s
@@ -138,13 +142,13 @@ def main() -> None:
         runs["fetch"].append(fetch(args.export))
         print("fetch", runs["fetch"][-1], flush=True)
         extra = tuple(args.args.split())
-        runs["cli"].append(cli(args.export, args.formats, scratch, extra=extra))
-        print("cli", runs["cli"][-1], flush=True)
+        arms: list[tuple[str, Path, tuple[str, ...]]] = [("cli", ROOT, extra)]
         if args.baseline_src or args.baseline_args is not None:
-            src = args.baseline_src or ROOT
             base = tuple((args.baseline_args or "").split())
-            runs["cli_baseline"].append(cli(args.export, args.formats, scratch, src, base))
-            print("cli_baseline", runs["cli_baseline"][-1], flush=True)
+            arms.append(("cli_baseline", args.baseline_src or ROOT, base))
+        for name, src, more in arms[:: -1 if i % 2 else 1]:  # the arm after the fetch alternates
+            runs[name].append(cli(args.export, args.formats, scratch, src, more))
+            print(name, runs[name][-1], flush=True)
         if i < n_nsys:
             r = nsys_stats(args.export, scratch)
             if r is not None:
