@@ -218,3 +218,64 @@ def test_a_late_call_that_launched_work_falls_back(tmp_path):
     (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
     with pytest.raises(Unsuitable, match="stored among a later window's calls launched GPU work"):
         WindowedRun(db, key_node="aten::add", mode="simple", calls_per_window=7)
+
+
+@pytest.mark.parametrize("fault", ["damaged", "interrupted", "disk full"])
+def test_a_windowed_run_that_fails_midway_leaves_no_file_and_no_thread(
+    tmp_path, monkeypatch, capsys, fault
+):
+    """A window that cannot be read (a damaged page), Ctrl-C, or a full disk while the
+    iteration report and the database are being written window by window: one line saying
+    what went wrong, the exit status of that cause, no file in the output folder (not even a
+    hidden temporary one: the iteration report written so far and the database are let go)
+    and no reader or writer thread left running."""
+    import errno
+    import sqlite3
+    import threading
+
+    from jlprof.engine import windows
+    from jlprof.reports import writers
+
+    db = small_training_export(tmp_path / "loop.sqlite", steps=9)
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", 3)
+    read, write, calls = windows.WindowReader._gpu, writers.write_frames, []
+    out, held = tmp_path / "out", []  # what the output folder held when the fault came
+
+    def fault_now() -> None:
+        held.extend(p.name for p in out.iterdir())
+
+    def failing_read(self, index):
+        calls.append(len(index))
+        if len(calls) == 3:  # two windows handed over and written first
+            fault_now()
+            if fault == "damaged":
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            raise KeyboardInterrupt
+        return read(self, index)
+
+    def failing_write(streams, part):
+        calls.append(len(part))
+        if len(calls) == 3:  # the third window's rows of the iteration report
+            fault_now()
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(streams, part)
+
+    if fault == "disk full":
+        monkeypatch.setattr(writers, "write_frames", failing_write)
+    else:
+        monkeypatch.setattr(windows.WindowReader, "_gpu", failing_read)
+    rc = main([f"--database={db}", "--key_node=optimizer_step", "--reports=all",
+               "--formats=csv,json", f"--output_path={out}", "--windowed=true",
+               "-v", "minimal"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert len(calls) >= 3
+    assert rc == {"damaged": 2, "interrupted": 130, "disk full": 2}[fault], err
+    if fault == "damaged":
+        assert "loop.sqlite" in err and "malformed" in err, err
+    if fault == "disk full":
+        assert "no space left on the device" in err and "--output_path" in err, err
+    assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
+    assert held, "the fault came before anything was being written"
+    assert sorted(p.name for p in out.iterdir()) == [], held
+    live = [t.name for t in threading.enumerate() if t.name.startswith("jlprof")]
+    assert live == [], live
