@@ -171,8 +171,9 @@ class WindowedRun:
                 ahead.cancel() or ahead.exception()
             pool.submit(reader.close).result()
             pool.shutdown()
-        # the launch windows are done with (the database's reader needs the tables only)
-        plan.window = plan.gpu_order = plan.launched = plan.isolated = None  # type: ignore[assignment]
+        # the windows' order and flags are done with (the database's reader needs the tables
+        # only; each GPU row's launch window went before the first window, :meth:`_trim`)
+        plan.gpu_order = plan.launched = plan.isolated = None  # type: ignore[assignment]
 
     def _warnings(self) -> list[str]:
         """What :func:`read_trace` warns about the export, from the plan's counts."""
