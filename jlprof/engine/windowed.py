@@ -74,6 +74,35 @@ class WindowResult:
     uses_tc: np.ndarray  # bool per GPU row
     gpu_op: np.ndarray | None = None  # per GPU row, row of :meth:`WorkPass.report_ops` (with
     gpu_iter: np.ndarray | None = None  # ``iterations``: its launch iteration)
+    rows: GpuRows | None = None  # with ``iterations``: what the cube's windowed parts read
+
+
+@dataclass
+class GpuRows:
+    """One window's GPU rows as the cube's windowed parts read them (issue 18: the cube's
+    GPU figures summed window by window, so no per-GPU-row column outlives its window).
+
+    Instance ids may be provisional (``<= -2``: an unassociated GPU row's instance, final
+    only after the last window, :meth:`WorkResult.resolve`); ``op_key`` is final for the
+    rows of ranges (the range's op row) and ``n_range_ops + name code`` for the others
+    (their op is the unassociated op of their name, :meth:`WorkPass.op_of_keys`)."""
+
+    rows: np.ndarray  # int64: global row (``Trace.gpu``'s), ascending
+    start_ns: np.ndarray  # int64
+    end_ns: np.ndarray  # int64
+    device_id: np.ndarray  # int64
+    name: np.ndarray  # int64 codes of ``Trace.gpu.name`` (the same categories every window)
+    long_name: np.ndarray  # int64 codes of ``Trace.gpu.long_name``
+    inst: np.ndarray  # int64: a range's row (0 .. n_ranges - 1) or a provisional id (<= -2)
+    op_key: np.ndarray  # int64: see above
+    api_share_ns: np.ndarray  # int64
+    uses_tc: np.ndarray  # bool
+    is_memory: np.ndarray  # bool
+    isolated: np.ndarray  # bool: overlaps no other GPU work of the whole trace
+    launch_iter: np.ndarray  # int64: the iteration of its launch (``Iterations.of``)
+    horizon_ns: int  # no GPU row and no API call of a later window starts before it
+    calls_start_ns: np.ndarray  # int64: this window's calls of synthetic instances (the
+    calls_end_ns: np.ndarray  # host's busy time outside every range, ``_host_busy``)
 
 
 @dataclass
@@ -262,6 +291,24 @@ class WorkPass:
         if launch_iter is not None:
             res.gpu_iter = launch_iter
             op_key = self._op_key(gpu, g_inst)
+            res.rows = GpuRows(
+                rows=np.asarray(w.gpu_index, np.int64),
+                start_ns=g_start,
+                end_ns=g_end,
+                device_id=gpu["device_id"].to_numpy(np.int64),
+                name=gpu["name"].cat.codes.to_numpy().astype(np.int64),
+                long_name=gpu["long_name"].cat.codes.to_numpy().astype(np.int64),
+                inst=g_inst,
+                op_key=op_key,
+                api_share_ns=share_ns,
+                uses_tc=tc,
+                is_memory=~is_kernel,
+                isolated=np.asarray(w.isolated, bool),
+                launch_iter=np.asarray(launch_iter, np.int64),
+                horizon_ns=int(w.next_start_ns),
+                calls_start_ns=a_start[syn],
+                calls_end_ns=a_end[syn],
+            )
             un = op_key >= self.n_range_ops
             res.gpu_op = op_key
             if un.any():
@@ -288,6 +335,18 @@ class WorkPass:
             names = np.asarray(gpu_names.astype(str), dtype=object)
             self._report_ops = append_ops(self.ranges.ops, unassociated_ops(names))
         return self._report_ops
+
+    def op_of_keys(self, ops: pd.DataFrame, gpu_names: pd.Index) -> np.ndarray:
+        """Row in the final op table ``ops`` (the assembly's) of every ``op_key``
+        (:class:`GpuRows`): the ranges' ops keep their rows; ``n_range_ops + code`` is the
+        unassociated op of GPU name ``code`` (-1 where ``ops`` has no such op: no GPU row of
+        that name was unassociated)."""
+        from jlprof.engine.ranges import OP_KEY
+
+        names = np.asarray(gpu_names.astype(str), dtype=object)
+        un = unassociated_ops(names)
+        at = pd.MultiIndex.from_frame(ops[OP_KEY]).get_indexer(pd.MultiIndex.from_frame(un[OP_KEY]))
+        return np.concatenate([np.arange(self.n_range_ops, dtype=np.int64), at.astype(np.int64)])
 
     def report_ops(self, gpu_names: pd.Index) -> pd.DataFrame:
         """The ops that :attr:`WindowResult.gpu_op` rows index (the iteration report's op
