@@ -274,6 +274,7 @@ def load_windowed(
         progress=progress,
     )
     lo, hi = check_range(run.iterations.count, iter_start, iter_stop)
+    parts = run.start_parts(lo, hi)  # the cube's GPU figures, summed as the windows come
     # the CLI starts DLProf's database now: sinks given each window's rows (WindowsDldb)
     sinks = list(on_run(run) or []) if on_run is not None else []
     say = progress or (lambda _m: None)
@@ -294,6 +295,7 @@ def load_windowed(
         progress=progress,
         correlated=(c, m),
         range_only=True,  # its reports are for lo..hi alone: the cube keeps that range
+        parts=parts,
     )
     prof.written_early = early
     return prof

@@ -196,7 +196,7 @@ def test_the_database_from_windows_is_the_whole_reads(tmp_path, calls):
     # windows of ``calls`` calls (not whole iterations: this export stores a launching call
     # late, which windows of whole iterations refuse), so GPU rows interleave between them
     run.plan = plan_windows(db, calls)
-    run.work = WorkPass(run.ranges, n_gpu=run.plan.n_gpu)
+    run.work = WorkPass(run.ranges)
     sink = WindowsDldb(run, tmp_path / "win.sqlite")
     held = []
     for k, (win, _res) in enumerate(run.windows()):

@@ -32,6 +32,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -581,15 +582,22 @@ class Cube:
     # iterations lo..hi that op_iter and kernel_iter hold combined as one row per group (at
     # iteration lo; build_cube's ``only``), None: per iteration
     only: tuple[int, int] | None = None
+    # the windowed engine's GPU figures (cube_parts.CubeParts): ``gpu_iter`` is then empty
+    parts: Any = None
 
     @property
     def group_iter(self) -> pd.DataFrame:
         """Flattened figures per (group path, iteration)."""
         if self._group_iter is None:
             assert self.correlated is not None and self.metrics is not None
-            self._group_iter = _group_iter(
-                self.correlated, self.metrics, self.iterations, self.inst_iter, self.gpu_iter
-            )
+            if self.parts is not None:
+                self._group_iter = self.parts.group_iter(
+                    self.correlated, self.metrics, self.iterations, self.inst_iter
+                )
+            else:
+                self._group_iter = _group_iter(
+                    self.correlated, self.metrics, self.iterations, self.inst_iter, self.gpu_iter
+                )
         return self._group_iter
 
 
@@ -601,6 +609,7 @@ def build_cube(
     groups: bool = False,
     only: tuple[int, int] | None = None,
     gpu_iter: np.ndarray | None = None,
+    parts: Any = None,
 ) -> Cube:
     """Split every figure by iteration for the given key node.
 
@@ -616,11 +625,15 @@ def build_cube(
     peak: +0.06 GB at 1M kernels, +0.45 GB at 10M); past it in this thread, last.
     ``only`` = (lo, hi): ``op_iter`` and ``kernel_iter`` for that range alone, combined
     (:class:`Cube`): at 10M kernels 0.6 GB less kept than per iteration. ``gpu_iter``: each
-    GPU row's launch iteration when already found (:func:`launch_iterations`).
+    GPU row's launch iteration when already found (:func:`launch_iterations`). ``parts``:
+    the windowed engine's GPU figures (:class:`~jlprof.engine.cube_parts.CubeParts`, for
+    ``only``), summed as the windows came: ``c.gpu`` then has no rows.
     """
     n_it = it.count
     inst_start = c.inst["start_ns"].to_numpy(np.int64)
     inst_iter = _iterations_of(it, len(inst_start), lambda part: inst_start[part])
+    if parts is not None:
+        return _cube_of_parts(c, m, it, inst_iter, parts, only, groups)
     if gpu_iter is None:
         gpu_iter = launch_iterations(c, it)
     windows = iteration_windows(gpu_iter, n_it)
@@ -652,6 +665,48 @@ def build_cube(
     )
     if groups:
         cube.group_iter  # noqa: B018 - built here past the thread's limit
+    return cube
+
+
+def _cube_of_parts(
+    c: Correlated,
+    m: InstanceMetrics,
+    it: Iterations,
+    inst_iter: np.ndarray,
+    parts: Any,
+    only: tuple[int, int] | None,
+    groups: bool,
+) -> Cube:
+    """:func:`build_cube` from the windows' GPU figures: the per-op partials from the
+    instances as always, the rest from ``parts``; the time partition in a second thread."""
+    if only is None:
+        raise AnalysisError("a profile read by windows keeps one range of iterations only")
+    if parts.key_node != it.key_node:
+        raise AnalysisError(
+            f"this profile was read by windows for key node {parts.key_node!r}; load it "
+            "again for another key node."
+        )
+    job = InThread(lambda _check: parts.time_iter(), "jlprof-cube")
+    try:
+        op_iter = _op_iter(c, m, inst_iter, [(0, it.count)], only)
+        kernel_iter = parts.kernel_iter(len(c.ops))
+    except BaseException:
+        job.cancel()
+        raise
+    cube = Cube(
+        iterations=it,
+        inst_iter=inst_iter,
+        gpu_iter=np.zeros(0, np.int32),
+        op_iter=op_iter,
+        kernel_iter=kernel_iter,
+        time_iter=job.wait(),
+        correlated=c,
+        metrics=m,
+        only=only,
+        parts=parts,
+    )
+    if groups:
+        cube.group_iter  # noqa: B018
     return cube
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,9 @@ from jlprof.engine.iterations import (
 from jlprof.engine.memory import heavy_stage
 from jlprof.engine.trace import Trace
 from jlprof.errors import AnalysisError, OptionError
+
+if TYPE_CHECKING:
+    from jlprof.engine.cube_parts import CubeParts
 
 # Tried in order when no key node is given: DLProf's default, then jlprof.torch's range.
 DEFAULT_KEY_NODES = (DEFAULT_KEY_NODE, "optimizer_step")
@@ -130,16 +133,20 @@ class Analysis:
         progress: Callable[[str], None] | None = None,
         correlated: tuple[Correlated, InstanceMetrics] | None = None,
         range_only: bool = False,
+        parts: CubeParts | None = None,
     ) -> None:
         """``correlated``: the correlation and instance figures when already computed (the
         windowed engine's, :mod:`jlprof.engine.windowed`), else computed here from ``trace``.
         ``range_only``: the reports are for ``iter_start..iter_stop`` alone (a command's),
         so the cube keeps that range's op and kernel figures combined instead of per
         iteration (``build_cube``'s ``only``: at 10M kernels 0.6 GB and 3 s less); the
-        profile then answers that range alone and refuses any other."""
+        profile then answers that range alone and refuses any other. ``parts``: the cube's
+        GPU figures summed by the windowed engine (with ``correlated``, whose GPU frame then
+        has no rows, and ``range_only``)."""
         check_options(key_node, iter_start, iter_stop, domains, mode)
         say = progress or (lambda _m: None)
         self._cube_range: tuple[int, int] | None = None
+        self.parts = parts
         self.trace = trace
         self.mode = mode or "simple"
         self.mode_given = mode is not None  # -m simple given: only the kernel report
@@ -235,6 +242,7 @@ class Analysis:
                     only=self._cube_range,
                     # when the iteration report found them first (it may be reading them)
                     gpu_iter=self._memo.get(f"gpu_iter:{key}"),
+                    parts=self.parts,
                 )
             self._cubes[key] = cube
         elif groups:
@@ -265,7 +273,14 @@ class Analysis:
         """Visible GPUs (lanes of the timeline), idle ones included."""
         from jlprof.engine.aggregate import gpu_lanes
 
+        if self.parts is not None:
+            return self.parts.gpu_labels
         return self.once("labels", lambda: gpu_lanes(self.correlated)[1])
+
+    @property
+    def n_gpu_rows(self) -> int:
+        """GPU activities in the profile (kernels, copies, memsets)."""
+        return self.parts.n_gpu if self.parts is not None else len(self.correlated.gpu)
 
     @property
     def kernel_flags(self) -> pd.DataFrame:
@@ -275,6 +290,8 @@ class Analysis:
 
         def build() -> pd.DataFrame:
             g = self.correlated.gpu
+            if self.parts is not None:  # the windows' partials: the rows are gone
+                return self.parts.kernel_flags(g)
             codes = g["long_name"].cat.codes.to_numpy()
             n = len(g["long_name"].cat.categories)
             tc = np.bincount(codes, weights=g["uses_tc"].to_numpy(bool), minlength=n) > 0
@@ -306,6 +323,11 @@ class Analysis:
         cube = self._cubes.get(self.key_node)
         if cube is not None:
             return cube.gpu_iter
+        if self.parts is not None:
+            raise AnalysisError(
+                "this profile was read by windows: its GPU rows are gone (each one's launch "
+                "iteration with them); load it whole (windowed=False) to list them."
+            )
         it = self.iterations
         return self.once(
             f"gpu_iter:{self.key_node}", lambda: launch_iterations(self.correlated, it)

@@ -28,7 +28,6 @@ them as *provisional* ids, ``-2 - k`` for the k-th unassociated GPU row met, whi
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,11 +153,10 @@ class WorkPass:
         self,
         ranges: Ranges,
         iterations: Iterations | None = None,
-        n_gpu: int | None = None,
     ) -> None:
         """``iterations``: also give each GPU row's op and launch iteration (the iteration
-        report's, :attr:`WindowResult.gpu_op`); ``n_gpu`` (the trace's GPU rows): also keep
-        the few per-GPU-row columns the cube reads (:func:`assemble`)."""
+        report's, :attr:`WindowResult.gpu_op`) and what the cube's windowed parts read
+        (:attr:`WindowResult.rows`)."""
         self.ranges = ranges
         n_ranges = len(ranges.start_ns)
         self.n_r = n_ranges
@@ -175,7 +173,6 @@ class WorkPass:
         self.tail = (np.zeros(0, np.int64),) * 3  # merged GPU work that may meet later work
         self.un_api = _Synthetic()
         self.un_gpu = _Synthetic()
-        self.gpu_cols = None if n_gpu is None else _GpuColumns(n_gpu)
         self.calls = _Synthetic()  # calls of synthetic instances: the host's busy time
         self.api_names = pd.Index([], dtype=object)
         self.gpu_names = pd.Index([], dtype=object)
@@ -265,9 +262,6 @@ class WorkPass:
         # each GPU row's launch: its call's start, its own without one; and its iteration
         launch = np.where(g_api >= 0, a_start[np.maximum(g_api, 0)], g_start)
         launch_iter = None if self.it is None else self.it.of(launch)
-        if self.gpu_cols is not None:  # the cube reads the launch's iteration: 4 bytes, not 8
-            kept = launch if launch_iter is None else launch_iter.astype(np.int32)
-            self.gpu_cols.put(w, gpu, g_inst, share_ns, kept, tc, ~is_kernel)
         syn = a_inst >= self.n_r
         syn |= a_inst <= -2
         self.calls.add(start=a_start[syn], end=a_end[syn], inst=a_inst[syn])
@@ -465,92 +459,21 @@ def _uses_tc(gpu: pd.DataFrame) -> np.ndarray:
     return kernel_uses_tc(gpu["long_name"]) if len(gpu) else np.zeros(0, bool)
 
 
-class _GpuColumns:
-    """The per-GPU-row columns the cube and ``kernel_flags`` read, in global row order,
-    filled window by window: ~40 bytes a row instead of the trace's and correlation's ~110."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.cols: dict[str, np.ndarray] = {}
-        self.cats: dict[str, pd.Index] = {}
-
-    def put(
-        self,
-        w: Window,
-        gpu: pd.DataFrame,
-        inst: np.ndarray,
-        share_ns: np.ndarray,
-        launch_ns: np.ndarray,
-        uses_tc: np.ndarray,
-        is_memory: np.ndarray,
-    ) -> None:
-        rows = np.asarray(w.gpu_index, np.int64)
-        values = {
-            "start_ns": gpu["start_ns"].to_numpy(),
-            "end_ns": gpu["end_ns"].to_numpy(),
-            "device_id": gpu["device_id"].to_numpy(),
-            "name": gpu["name"].cat.codes.to_numpy(),
-            "long_name": gpu["long_name"].cat.codes.to_numpy(),
-            "inst": np.asarray(inst, np.int32),  # provisional ids fit: -2 - k > -2**31
-            "api_share_ns": narrow(np.asarray(share_ns, np.int64)),
-            "uses_tc": uses_tc,
-            "is_memory": is_memory,
-            "isolated": np.asarray(w.isolated, bool),
-            "launch_iter" if launch_ns.dtype == np.int32 else "launch_ns": launch_ns,
-        }
-        for name in ("name", "long_name"):
-            self.cats.setdefault(name, gpu[name].cat.categories)
-        for name, v in values.items():
-            col = self.cols.get(name)
-            if col is None:
-                col = self.cols[name] = np.zeros(self.n, v.dtype)
-            elif np.result_type(col, v) != col.dtype:  # an int32* column past int32: widen it
-                col = self.cols[name] = col.astype(np.result_type(col, v))
-            col[rows] = v
-
-    def frame(self, resolve: Callable[[np.ndarray], np.ndarray], n_inst: int) -> pd.DataFrame:
-        """``Correlated.gpu``'s columns that the cube reads, instance ids final."""
-        c = self.cols
-        if not c:
-            return pd.DataFrame({k: np.zeros(0, np.int64) for k in _SKINNY_GPU})
-        inst = c.pop("inst")  # int32: provisional ids resolved in place, a slice at a time
-        if index_dtype(n_inst) != inst.dtype:
-            inst = inst.astype(index_dtype(n_inst))
-        for lo in range(0, len(inst), 1 << 20):
-            part = slice(lo, lo + (1 << 20))
-            inst[part] = resolve(inst[part])
-        c["inst"] = inst
-        del inst
-        for name in ("name", "long_name"):
-            c[name] = pd.Categorical.from_codes(c[name], categories=self.cats[name])
-        return pd.DataFrame({k: c.pop(k) for k in _SKINNY_GPU if k in c}, copy=False)
-
-
-_SKINNY_GPU = (
-    "start_ns",
-    "end_ns",
-    "device_id",
-    "name",
-    "long_name",
-    "inst",
-    "api_share_ns",
-    "uses_tc",
-    "is_memory",
-    "isolated",
-    "launch_iter",  # with iterations (the windowed run); else the launch time, "launch_ns"
-    "launch_ns",
-)
-
-
 def assemble(
-    trace: Trace, nv: pd.DataFrame | None, wp: WorkPass, event_type: np.ndarray | None = None
+    trace: Trace,
+    nv: pd.DataFrame | None,
+    wp: WorkPass,
+    event_type: np.ndarray | None = None,
+    gpu_template: pd.DataFrame | None = None,
 ) -> tuple[Correlated, InstanceMetrics]:
     """The :class:`Correlated` the cube and the reports read, from the range pass (``nv``:
     the ranges it read, ``wp.ranges``; or None and their ``event_type``: then the result has
-    no NVTX frame) and the windows: every op and path, the instances, and the GPU and call
-    columns the cube reads (``WorkPass(n_gpu=...)``). The trace's own API and GPU frames are
-    not needed: ``trace`` gives the rest (osrt, GPUs, meta). ``wp`` is spent: its running
-    sums go as soon as the figures are made."""
+    no NVTX frame) and the windows: every op and path, the instances, and the calls of the
+    synthetic instances (the host's busy time). Its GPU frame has no rows: the windows gave
+    their GPU figures to the cube's parts (:mod:`jlprof.engine.cube_parts`); it keeps
+    ``Trace.gpu``'s columns and categories (``gpu_template``, default ``trace.gpu``'s). The
+    trace's own API and GPU frames are not needed: ``trace`` gives the rest (osrt, GPUs,
+    meta). ``wp`` is spent: its running sums go as soon as the figures are made."""
     from jlprof.engine.correlate import op_table, path_table
 
     ranges = wp.ranges
@@ -613,10 +536,7 @@ def assemble(
             "inst": res.resolve(wp.calls.column("inst", np.int64)).astype(idx),
         }
     )
-    assert wp.gpu_cols is not None, "WorkPass(n_gpu=...) keeps the GPU columns"
-    gpu = wp.gpu_cols.frame(res.resolve, n_inst)
-    if wp.it is not None:
-        gpu.attrs["key_node"] = wp.it.key_node  # whose iterations ``launch_iter`` holds
+    gpu = (trace.gpu if gpu_template is None else gpu_template).iloc[:0].copy()
     real = [t for t in times if abs(t) < np.iinfo(np.int64).max]
     rl = ranges.lanes
     c = Correlated(

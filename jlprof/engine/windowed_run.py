@@ -26,6 +26,7 @@ import pandas as pd
 from jlprof.engine.aggregate import InstanceMetrics
 from jlprof.engine.analysis import resolve_key_node
 from jlprof.engine.correlate import Correlated, path_table
+from jlprof.engine.cube_parts import CubeParts
 from jlprof.engine.iterations import Iterations, find_iterations
 from jlprof.engine.memory import release_reader_memory
 from jlprof.engine.narrow import index_dtype, narrow
@@ -79,6 +80,10 @@ class WindowedRun:
         except AnalysisError:
             raise Unsuitable("the key node is not a range: the whole path explains") from None
         self.iterations: Iterations = find_iterations(c_r, self.key_node)
+        # the ranges' final path codes and the path table (group nodes): what the cube's
+        # group-node parts need of the ranges' hierarchy (start_parts)
+        self._range_path, self._range_paths = c_r.inst["path"].to_numpy(), c_r.paths
+        del c_r
         say("planning windows of API calls")
         try:
             self.plan = plan_windows(
@@ -89,7 +94,8 @@ class WindowedRun:
             )
         except Misplaced as exc:
             raise Unsuitable(str(exc)) from None
-        self.work = WorkPass(self.ranges, self.iterations, n_gpu=self.plan.n_gpu)
+        self.work = WorkPass(self.ranges, self.iterations)
+        self.parts: CubeParts | None = None  # start_parts: before the windows
         self.small.warnings = self._warnings()
         self.event_type = narrow(nv["event_type"].to_numpy())  # the instances' (finish)
         self._odd_tids = self._trim()
@@ -121,6 +127,22 @@ class WindowedRun:
         odd, odd_tid = self._odd_tids
         tid[odd] = odd_tid
         return tid
+
+    def start_parts(self, lo: int, hi: int) -> CubeParts:
+        """The cube's GPU figures for iterations ``lo..hi``, to be summed as the windows come
+        (before :meth:`windows`); :meth:`finish`'s profile reads them instead of GPU rows."""
+        self.parts = CubeParts(
+            self.iterations,
+            (lo, hi),
+            ranges=self.ranges,
+            range_op=self.work.range_op,
+            range_path=self._range_path,
+            paths=self._range_paths,
+            small=self.small,
+            n_gpu=self.plan.n_gpu,
+        )
+        self._range_path = self._range_paths = None  # type: ignore[assignment]
+        return self.parts
 
     @property
     def n_windows(self) -> int:
@@ -163,8 +185,12 @@ class WindowedRun:
                     next_start_ns=int(later[w]),
                 )
                 del wt
-                yield win, self.work.add(win)
-                del win
+                res = self.work.add(win)
+                if self.parts is not None:
+                    self.parts.add(res.rows)
+                res.rows = None  # its window's: the caller's iteration report reads the rest
+                yield win, res
+                del win, res
                 release_reader_memory()  # the window's Arrow buffers, the reader threads' heaps
         finally:
             if ahead is not None:  # the caller stopped early: the read in flight ends first
@@ -195,7 +221,10 @@ class WindowedRun:
         work.ranges.global_tid = self._range_tids(work.ranges)
         self.ranges = None  # type: ignore[assignment]
         event_type, self.event_type = self.event_type, None
-        c, m = assemble(self.small, None, work, event_type)
+        template = self.plan.gpu_template
+        c, m = assemble(self.small, None, work, event_type, template)
+        if self.parts is not None:
+            self.parts.finish(work.op_of_keys(c.ops, template["name"].cat.categories))
         del work
         release_reader_memory()
         return self.small, c, m

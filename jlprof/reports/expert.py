@@ -110,7 +110,7 @@ def no_iterations(p: Analysis, lo: int, hi: int) -> list[Finding]:
 
 def underutilized_gpu(p: Analysis, lo: int, hi: int) -> list[Finding]:
     labels = p.gpu_labels
-    if not len(p.correlated.gpu):
+    if not p.n_gpu_rows:
         return [
             Finding(
                 "Underutilized GPU Detector",

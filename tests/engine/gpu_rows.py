@@ -29,7 +29,7 @@ def stream(path, key: str | None, size: int, by: str = "iterations") -> Streamed
     trace = read_trace(path)
     one = Analysis(trace, key_node=key)
     c, it = one.correlated, one.iterations
-    wp = WorkPass(range_pass(c.nvtx, None), iterations=it, n_gpu=len(trace.gpu))
+    wp = WorkPass(range_pass(c.nvtx, None), iterations=it)
     wins = windows_of(trace, c, size, it if by == "iterations" else None)
     got = [wp.add(w).rows for w in wins]
     c2, m2 = assemble(trace, c.nvtx, wp)

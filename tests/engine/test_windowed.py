@@ -167,17 +167,44 @@ def keyed_exports(tmp_path, real: int | None = None):
         yield p, None
 
 
-def windowed_analysis(trace, key, calls: int):
-    """An Analysis whose correlation came from the windows (the CLI's windowed path)."""
+def windowed_analysis(trace, key, calls: int, lo: int | None = None, hi: int | None = None):
+    """A command's Analysis (iterations ``lo..hi``) whose correlation and cube came from the
+    windows (the CLI's windowed path: the cube's GPU figures summed window by window), and
+    the whole-trace one."""
     from jlprof.engine.analysis import Analysis
+    from jlprof.engine.cube_parts import CubeParts
     from jlprof.engine.windowed import assemble
+    from jlprof.engine.windowed_run import ranges_correlated
 
-    one = Analysis(trace, key_node=key)
-    c = one.correlated
-    wp = WorkPass(range_pass(c.nvtx, None), n_gpu=len(trace.gpu))
+    one = Analysis(trace, key_node=key, iter_start=lo, iter_stop=hi, range_only=True)
+    c, it = one.correlated, one.iterations
+    ranges = range_pass(c.nvtx, None)
+    c_r = ranges_correlated(trace, c.nvtx, ranges)
+    wp = WorkPass(ranges, iterations=it)
+    parts = CubeParts(
+        it,
+        (one.iter_start, one.iter_stop),
+        ranges=ranges,
+        range_op=wp.range_op,
+        range_path=c_r.inst["path"].to_numpy(),
+        paths=c_r.paths,
+        small=trace,
+        n_gpu=len(trace.gpu),
+    )
     for w in windows_of(trace, c, calls):
-        wp.add(w)
-    return one, Analysis(trace, key_node=key, correlated=assemble(trace, c.nvtx, wp))
+        parts.add(wp.add(w).rows)
+    c2, m2 = assemble(trace, c.nvtx, wp)
+    parts.finish(wp.op_of_keys(c2.ops, trace.gpu["name"].cat.categories))
+    win = Analysis(
+        trace,
+        key_node=key,
+        iter_start=lo,
+        iter_stop=hi,
+        correlated=(c2, m2),
+        range_only=True,
+        parts=parts,
+    )
+    return one, win
 
 
 @pytest.mark.parametrize("calls", [7, 1000])
@@ -186,21 +213,32 @@ def test_the_windowed_correlation_gives_the_same_cube_and_reports(tmp_path, call
 
     for path, key in keyed_exports(tmp_path):
         trace = read_trace(path)
-        one, win = windowed_analysis(trace, key, calls)
-        pd.testing.assert_frame_equal(win.correlated.ops, one.correlated.ops)
-        pd.testing.assert_frame_equal(win.correlated.paths, one.correlated.paths)
-        for col in win.correlated.inst.columns:
-            pd.testing.assert_series_equal(win.correlated.inst[col], one.correlated.inst[col])
-        for name in ("op_iter", "kernel_iter", "time_iter", "group_iter"):
-            pd.testing.assert_frame_equal(getattr(win.cube, name), getattr(one.cube, name))
-        np.testing.assert_array_equal(win.cube.gpu_iter, one.cube.gpu_iter)
-        reps = ["summary", "detail", "kernel", "tensor", "op_type", "group_node"]
-        if one.mode == "simple":  # PyTorch's expert checks read every call (not windowed yet)
-            reps.append("expert_systems")
-        for rep in reps:
-            pd.testing.assert_frame_equal(
-                catalog.report(win, rep), catalog.report(one, rep), obj=f"{path} {rep}"
-            )
+        n_it = iteration_count(trace, key)
+        for lo, hi in {(None, None), (min(1, n_it - 1), max(min(1, n_it - 1), n_it - 2))}:
+            one, win = windowed_analysis(trace, key, calls, lo, hi)
+            pd.testing.assert_frame_equal(win.correlated.ops, one.correlated.ops)
+            pd.testing.assert_frame_equal(win.correlated.paths, one.correlated.paths)
+            for col in win.correlated.inst.columns:
+                pd.testing.assert_series_equal(win.correlated.inst[col], one.correlated.inst[col])
+            for name in ("op_iter", "kernel_iter", "time_iter", "group_iter"):
+                pd.testing.assert_frame_equal(getattr(win.cube, name), getattr(one.cube, name))
+            assert len(win.correlated.gpu) == 0  # no GPU row outlived its window
+            assert win.gpu_labels == one.gpu_labels
+            pd.testing.assert_frame_equal(win.kernel_flags, one.kernel_flags)
+            reps = ["summary", "detail", "kernel", "tensor", "op_type", "group_node"]
+            if one.mode == "simple":  # PyTorch's expert checks read every call (not windowed)
+                reps.append("expert_systems")
+            for rep in reps:
+                pd.testing.assert_frame_equal(
+                    catalog.report(win, rep), catalog.report(one, rep), obj=f"{path} {rep}"
+                )
+
+
+def iteration_count(trace, key) -> int:
+    """The key node's iterations in ``trace``."""
+    from jlprof.engine.analysis import Analysis
+
+    return Analysis(trace, key_node=key, range_only=True).iterations.count
 
 
 @pytest.mark.parametrize("iters", [1, 3])

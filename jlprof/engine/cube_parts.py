@@ -1,0 +1,97 @@
+"""The cube's GPU figures summed window by window: no per-GPU-row column outlives its window.
+
+The windowed engine (docs/windowed-engine.md) reads the API calls and GPU work a window at a
+time. Everything the cube reads of the GPU rows is summed here as each window comes
+(:meth:`CubeParts.add`, fed :class:`~jlprof.engine.windowed.GpuRows`), each part exact
+against the whole-trace cube (its own tests):
+
+- the per-kernel partials of the command's range, and the kernels' flags
+  (:mod:`jlprof.engine.kernel_parts`);
+- the group nodes' GPU unions per iteration (:mod:`jlprof.engine.group_parts`);
+- the time partition per GPU and iteration (:mod:`jlprof.engine.time_parts`).
+
+What each holds between windows is its aggregate and the work still in flight at the
+window's horizon, never a row per GPU activity. The per-op partials are built from the
+instances as before (:func:`~jlprof.engine.aggregate.build_cube`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine.correlate import Correlated
+from jlprof.engine.iterations import Iterations
+from jlprof.engine.ranges import Ranges
+from jlprof.engine.trace import Trace
+from jlprof.engine.windowed import GpuRows
+
+
+class CubeParts:
+    """The cube's GPU parts for one key node and one range ``only`` = (lo, hi)."""
+
+    def __init__(
+        self,
+        it: Iterations,
+        only: tuple[int, int],
+        *,
+        ranges: Ranges,
+        range_op: np.ndarray,
+        range_path: np.ndarray,
+        paths: pd.DataFrame,
+        small: Trace,
+        n_gpu: int,
+    ) -> None:
+        """``ranges``, ``range_op``: the range pass's (each range's op); ``range_path`` and
+        ``paths``: the ranges' final path codes and path table; ``small``: the trace's
+        frames but the API calls and GPU work (its OS runtime calls and GPUs are read);
+        ``n_gpu``: the export's GPU rows."""
+        from jlprof.engine.group_parts import GroupParts
+        from jlprof.engine.kernel_parts import KernelParts
+        from jlprof.engine.time_parts import TimeParts
+
+        self.key_node = it.key_node
+        self.only = only
+        self.n_gpu = n_gpu
+        self.kernels = KernelParts(only=only)
+        self.groups = GroupParts(
+            it, ranges=ranges, range_op=range_op, range_path=range_path, paths=paths
+        )
+        self.times = TimeParts(it, ranges=ranges, range_op=range_op, small=small)
+        self._names: pd.Index | None = None  # Trace.gpu's name categories (op keys' names)
+        self._op_of_key: np.ndarray | None = None
+
+    def add(self, rows: GpuRows) -> None:
+        """One window's GPU rows, in order."""
+        self.kernels.add(rows)
+        self.groups.add(rows)
+        self.times.add(rows)
+
+    # ---- at the end (the cube's builder) ------------------------------------------------
+    def kernel_iter(self, n_ops: int) -> pd.DataFrame:
+        assert self._op_of_key is not None, "finish() first"
+        return self.kernels.kernel_iter(self._op_of_key, n_ops)
+
+    def kernel_flags(self, gpu: pd.DataFrame) -> pd.DataFrame:
+        """``Analysis.kernel_flags`` (``gpu``: the profile's GPU frame, for its categories)."""
+        return self.kernels.kernel_flags(
+            gpu["name"].cat.categories, len(gpu["long_name"].cat.categories)
+        )
+
+    def time_iter(self) -> pd.DataFrame:
+        return self.times.time_iter()
+
+    @property
+    def gpu_labels(self) -> list[str]:
+        return self.times.labels
+
+    def group_iter(self, c: Correlated, m, it: Iterations, inst_iter: np.ndarray) -> pd.DataFrame:
+        return self.groups.group_iter(c, m, it, inst_iter)
+
+    def finish(self, op_of_key: np.ndarray) -> None:
+        """Every window is in: ``op_of_key`` maps the GPU rows' op keys to the final op rows
+        (:meth:`~jlprof.engine.windowed.WorkPass.op_of_keys`)."""
+        self._op_of_key = op_of_key
+
+
+__all__ = ["CubeParts"]
