@@ -854,7 +854,11 @@ def group_edges(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
     Group nodes are the non-leaf nodes of the hierarchy (guide §10.8): paths that are the
     parent of another path. A path is its own group when it is one.
     """
-    par = c.paths["parent"].to_numpy(np.int64)
+    return path_group_edges(c.paths["parent"].to_numpy(np.int64))
+
+
+def path_group_edges(par: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_edges` of a path table's ``parent`` column (int64)."""
     is_group = np.zeros(len(par), dtype=bool)
     is_group[par[par >= 0]] = True
     src, dst = [], []
@@ -1012,16 +1016,79 @@ def _group_iter(
     (``gpu_iter``): each window of iterations is computed from its own rows and the parts'
     rows are put in key order, the same frame as one pass over all rows.
     """
+    windows = iteration_windows(gpu_iter, it.count)
+    made: list = []  # each window's GPU rows and the lanes, made once a window asks
+
+    def side_of(w: int) -> GpuSide:
+        if not made:
+            made.extend([_window_rows(gpu_iter, windows), _LaneTable(c)])
+        return _rows_gpu_side(c, gpu_iter, made[0][w], made[1])
+
+    return _group_frame(c, m, it.count, inst_iter, windows, side_of)
+
+
+# the GPU side of one window of :func:`_group_frame`: given the window (a, b), the number of
+# its (path, iteration) pairs, their lookup (``pair_at(path * w + iteration - a)``, -1 when
+# absent), the spread (pair row, key) of the pairs to their groups and the window's keys
+# (group * w + iteration - a), the union length, first start and last end of the GPU work of
+# each key (:func:`_flatten_to_groups`: 0, int64 max and min where it has none)
+GpuSide = Callable[
+    [tuple[int, int], int, Callable, tuple[np.ndarray, np.ndarray], np.ndarray],
+    tuple[np.ndarray, np.ndarray, np.ndarray],
+]
+
+
+def _rows_gpu_side(
+    c: Correlated,
+    gpu_iter: np.ndarray,
+    gx: np.ndarray | None,
+    lanes: _LaneTable,
+) -> GpuSide:
+    """The GPU side of a window from the GPU rows ``gx`` (None: all) of ``c.gpu``, which hold
+    every row launched in its iterations: the whole-trace cube's."""
+
+    def side(window, n_pairs, pair_at, spread, keys):
+        a, b = window
+        w = b - a
+        g = c.gpu
+        gi = _take(g["inst"].to_numpy(), gx)
+        gsel = gi >= 0
+        gpu_pair = np.full(len(gi), -1, dtype=np.int64)  # GPU work of pairs with no instance
+        gp = c.inst["path"].to_numpy()[gi[gsel]].astype(np.int64)
+        gpu_pair[gsel] = pair_at(gp * w + (_take(gpu_iter, gx)[gsel] - a))
+        del gp, gi, gsel
+        return _flatten_to_groups(
+            gpu_pair,
+            _take(g["start_ns"].to_numpy(np.int64), gx),
+            _take(g["end_ns"].to_numpy(np.int64), gx),
+            _take(g["isolated"].to_numpy(bool), gx),
+            spread,
+            n_pairs,
+            len(keys),
+            lanes.of(gx),
+        )
+
+    return side
+
+
+def _group_frame(
+    c: Correlated,
+    m: InstanceMetrics,
+    n_it: int,
+    inst_iter: np.ndarray,
+    windows: list[tuple[int, int]],
+    side_of: Callable[[int], GpuSide],
+) -> pd.DataFrame:
+    """:func:`_group_iter`'s frame, window by window of iterations, with window ``w``'s GPU
+    side from ``side_of(w)`` (the GPU rows', or figures accumulated window by window before:
+    :mod:`jlprof.engine.group_parts`). The frame does not depend on the windows."""
     src, dst = group_edges(c)
-    n_it = it.count
     if len(src) == 0:
         idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
         return pd.DataFrame(index=idx, columns=_GROUP_COLS, dtype="int64")
-    windows = iteration_windows(gpu_iter, n_it)
-    lanes = _LaneTable(c)
     pair_groups: dict[int, list[int]] = {}
     parts = []
-    inst_rows, gpu_rows = _window_rows(inst_iter, windows), _window_rows(gpu_iter, windows)
+    inst_rows = _window_rows(inst_iter, windows)
     for w in range(len(windows)):
         part = _group_part(
             c,
@@ -1029,11 +1096,9 @@ def _group_iter(
             n_it,
             (src, dst),
             inst_iter,
-            gpu_iter,
             windows[w],
             inst_rows[w],
-            gpu_rows[w],
-            lanes,
+            side_of(w),
             pair_groups,
         )
         if part is not None:
@@ -1067,15 +1132,13 @@ def _group_part(
     n_it: int,
     edges: tuple[np.ndarray, np.ndarray],
     inst_iter: np.ndarray,
-    gpu_iter: np.ndarray,
     window: tuple[int, int],
     ix: np.ndarray | None,
-    gx: np.ndarray | None,
-    lanes: _LaneTable,
+    gpu_side: GpuSide,
     pair_groups: dict[int, list[int]],
 ) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
-    """(sorted keys, columns) of :func:`_group_iter` from instances ``ix`` and GPU rows
-    ``gx`` (None: all), which hold every row of their keys' iterations."""
+    """(sorted keys, columns) of :func:`_group_iter` from instances ``ix`` (None: all), which
+    hold every instance of their keys' iterations, and the window's ``gpu_side``."""
     src, dst = edges
     inst_path_all = c.inst["path"].to_numpy()  # int32: no copy per window; int64 in products
     inst_path = _take(inst_path_all, ix).astype(np.int64)
@@ -1137,26 +1200,9 @@ def _group_part(
     cpu = intervals.union_length(cpos, c.inst["start_ns"].to_numpy(np.int64)[rows],
                                  c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
     del rows, cpos
-    # GPU work of the subtree, flattened: merge per (path, iteration) first, then spread only
-    # the merged pieces to the group nodes above (far fewer rows)
-    g = c.gpu
-    gi = _take(g["inst"].to_numpy(), gx)
-    gsel = gi >= 0
-    gpu_pair = np.full(len(gi), -1, dtype=np.int64)  # GPU work of pairs with no instance: none
-    gp = inst_path_all[gi[gsel]].astype(np.int64)
-    gpu_pair[gsel] = pair_at(gp * w + (_take(gpu_iter, gx)[gsel] - a))
-    del gp
-    del gi, gsel
-    gpu, first, last = _flatten_to_groups(
-        gpu_pair,
-        _take(g["start_ns"].to_numpy(np.int64), gx),
-        _take(g["end_ns"].to_numpy(np.int64), gx),
-        _take(g["isolated"].to_numpy(bool), gx),
-        (r, kinv),
-        len(pk),
-        nk,
-        lanes.of(gx),
-    )
+    # GPU work of the subtree, flattened (by the GPU side: merged per (path, iteration)
+    # first, then only the merged pieces spread to the group nodes above)
+    gpu, first, last = gpu_side(window, len(pk), pair_at, (r, kinv), keys)
     span = np.where(last > first, last - first, 0)
     # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on
     # one thread this equals their union; see docs/reports.md)

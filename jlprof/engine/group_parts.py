@@ -1,0 +1,357 @@
+"""The group-node GPU figures of ``Cube.group_iter``, accumulated window by window (issue 18).
+
+``group_iter``'s GPU side (``gpu``: the union of a group's subtree's GPU work per iteration,
+per GPU and summed over GPUs; ``idle``: its span minus that union) reads every GPU row. The
+windowed run feeds :class:`GroupParts` each window's :class:`~jlprof.engine.windowed.GpuRows`
+instead; it computes those figures per (group node, iteration) as soon as an iteration can get
+no more GPU work, and :meth:`GroupParts.group_iter` gives the whole frame at the end from them
+and the instances (which stay available), without a per-GPU-row column of the whole trace.
+
+What it holds between windows, and why it is exact:
+
+- per range, the path it will have (the range pass's path table; -1 when the path is under no
+  group node, so its work adds to no group): 2 bytes a range (4 past 32k paths);
+- the (path, iteration) pairs of the ranges (whole-trace ``_group_part`` keeps a GPU row only
+  when its pair has an instance; an unassociated GPU row is an instance of its own, whose pair
+  its launch gives): at most one entry per pair, fewer than the instances' pairs;
+- per (group, iteration) with GPU work: its union length, first start and last end (32 bytes),
+  the figures of the whole-trace :func:`~jlprof.engine.aggregate._flatten_to_groups`;
+- the carried rows: the GPU rows of iterations that may still get work. No GPU row of a later
+  window launches before the window's ``horizon_ns`` (:class:`GpuRows`), so once a window is
+  in, every iteration before ``it.of(horizon_ns)`` has all its GPU rows (each row counts in its
+  launch iteration): those iterations are computed then by the same code as the whole trace
+  (:func:`_flatten_to_groups` on their rows alone: a key's figures read only its own rows),
+  and only the rows of later iterations (the work of the last iteration or so) are carried.
+
+Path codes: the range pass's path table numbers paths as the final one does not always (the
+synthetic instances' root paths are interned among the ranges' roots, before deeper paths), so
+the figures are kept by the range pass's codes and mapped to the final table's at the end, by
+(parent, name), the key :func:`~jlprof.engine.correlate.path_table` interns paths by.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from jlprof.engine.aggregate import (
+    WINDOW_ROWS,
+    GpuSide,
+    InstanceMetrics,
+    _explode,
+    _flatten_to_groups,
+    _group_frame,
+    _iterations_of,
+    group_edges,
+    path_group_edges,
+    row_windows,
+)
+from jlprof.engine.correlate import Correlated, unassociated_ops
+from jlprof.engine.iterations import Iterations
+from jlprof.engine.narrow import index_dtype
+from jlprof.engine.ranges import append_ops
+from jlprof.engine.windowed import GpuRows
+
+UNASSOCIATED = "unassociated_"
+_MAX = np.iinfo(np.int64).max
+_MIN = np.iinfo(np.int64).min
+
+
+class GroupPartsInexact(Exception):
+    """The windowed figures would not equal the whole-trace ones for this trace (a case the
+    accumulator does not follow); build ``group_iter`` from the GPU rows instead."""
+
+
+def _in_sorted(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Per key: whether it is in ``sorted_keys`` (ascending, unique)."""
+    if len(sorted_keys) == 0:
+        return np.zeros(len(keys), bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
+
+
+class _PathLookup:
+    """A path table's codes by (parent code, name): how ``path_table`` interns paths."""
+
+    def __init__(self, paths: pd.DataFrame) -> None:
+        keys = zip(paths["parent"].tolist(), paths["name"].tolist(), strict=True)
+        self.code = {k: i for i, k in enumerate(keys)}  # paths, not rows: a small table
+
+    def walk(self, names: list[str]) -> tuple[int, int]:
+        """(code of the path of ``names`` from the root or -1, how many levels exist)."""
+        code = -1
+        for depth, name in enumerate(names):
+            at = self.code.get((code, name))
+            if at is None:
+                return -1, depth
+            code = at
+        return code, len(names)
+
+
+def _root_levels(op_name: str, op_abs: str) -> list[str]:
+    """The names, root first, of the path of an instance with no parent and this op
+    (``path_table``: an absolute '/'-scoped name is one node per level)."""
+    if op_abs:
+        return str(op_abs).strip("/").split("/")
+    return [str(op_name).replace("/", "|")]
+
+
+class GroupParts:
+    """``group_iter``'s GPU figures, window by window; see the module docstring.
+
+    Construct with what the range pass knows before the windows, :meth:`add` each window's
+    :class:`GpuRows` in order, :meth:`finish` after the last, then :meth:`group_iter`.
+    """
+
+    def __init__(
+        self,
+        paths: pd.DataFrame,
+        range_path: np.ndarray,
+        range_start_ns: np.ndarray,
+        it: Iterations,
+        ops: pd.DataFrame,
+        op_abs: np.ndarray,
+    ) -> None:
+        """``paths``, ``range_path``: the range pass's path table and each range's path in it
+        (``windowed_run.ranges_correlated``: ``.paths``, ``.inst["path"]``); the ranges'
+        starts (their instances' iterations), the key node's iterations, and the ranges' ops
+        and their absolute paths (``Ranges.ops``, ``Ranges.op_abs``: the paths of the
+        unassociated GPU rows' instances)."""
+        self.it = it
+        self.n_it = it.count
+        self.paths = paths
+        self.ops = ops
+        self.op_abs = np.asarray(op_abs, object)
+        self.lookup = _PathLookup(paths)
+        self.src, self.dst = path_group_edges(paths["parent"].to_numpy(np.int64))
+        n_paths = len(paths)
+        counted = np.bincount(self.src, minlength=n_paths) > 0  # paths under a group node
+        path = np.asarray(range_path, np.int64)
+        small = np.int16 if n_paths < 1 << 15 else index_dtype(n_paths)
+        self.range_path = np.where(counted[path], path, -1).astype(small)
+        r_iter = _iterations_of(it, len(path), lambda part: range_start_ns[part])
+        mine = self.range_path >= 0
+        self.range_pairs = np.unique(path[mine] * self.n_it + r_iter[mine])
+        del r_iter, mine, path
+        self.counted = counted
+        # paths a synthetic call instance may take, whose pairs the windows cannot see: roots
+        # named unassociated_*, and the absolute paths of range ops of that name
+        roots = (paths["parent"].to_numpy(np.int64) < 0) & paths["name"].astype(str).str.startswith(
+            UNASSOCIATED
+        ).to_numpy(bool)
+        risky = np.flatnonzero(roots).tolist()
+        for o in np.flatnonzero(self.op_abs != "").tolist():
+            if str(ops["op_name"].iat[o]).startswith(UNASSOCIATED):
+                code, _ = self.lookup.walk(_root_levels(ops["op_name"].iat[o], self.op_abs[o]))
+                risky.append(code)
+        self.risky = np.unique([p for p in risky if p >= 0 and counted[p]]).astype(np.int64)
+        self.syn_path: np.ndarray | None = None  # per GPU name code (first add)
+        self.maybe = self.risky  # range paths whose pairs windows may still bring
+        self.done = 0  # iterations below it are computed
+        self.carry: dict[str, np.ndarray] = {}
+        self.parts: list[tuple[np.ndarray, ...]] = []  # (key, gpu, first, last) per batch
+        self.dropped: list[np.ndarray] = []  # risky pairs of range work without an instance
+        self.finished = False
+
+    def _names(self, gpu_names: pd.Index) -> np.ndarray:
+        """Per GPU name code, the path (range pass's code) of an unassociated GPU row's
+        instance of that name when it is under a group node, else -1."""
+        if self.syn_path is None:
+            names = np.asarray(pd.Index(gpu_names).astype(str), dtype=object)
+            ops, at = append_ops(self.ops, unassociated_ops(names))
+            out = np.full(len(names), -1, np.int64)
+            for k, o in enumerate(at.tolist()):  # per name, not per row
+                abs_ = self.op_abs[o] if o < len(self.op_abs) else ""
+                levels = _root_levels(ops["op_name"].iat[o], abs_)
+                code, found = self.lookup.walk(levels)
+                if code < 0 and found > 0:  # new paths under a range's: new group nodes
+                    raise GroupPartsInexact(
+                        f"unassociated GPU work of {names[k]!r} gets a path under the "
+                        "ranges' paths: the group nodes are not the ranges'"
+                    )
+                out[k] = code if code >= 0 and self.counted[code] else -1
+            self.syn_path = out
+            self.maybe = np.union1d(self.risky, out[out >= 0])
+        return self.syn_path
+
+    def add(self, rows: GpuRows, gpu_names: pd.Index) -> None:
+        """One window's GPU rows (``gpu_names``: the categories their ``name`` codes index,
+        the same every window: ``WorkPass.gpu_names``)."""
+        assert not self.finished
+        syn_path = self._names(gpu_names)
+        inst = np.asarray(rows.inst, np.int64)
+        it = np.asarray(rows.launch_iter, np.int64)
+        if len(it) and int(it.min()) < self.done:
+            raise GroupPartsInexact(
+                "GPU work launched before an earlier window's horizon: the iterations "
+                "computed then were not complete"
+            )
+        syn = inst <= -2
+        path = np.full(len(inst), -1, np.int64)
+        ranged = inst >= 0
+        path[ranged] = self.range_path[inst[ranged]]
+        path[syn] = syn_path[np.asarray(rows.name, np.int64)[syn]]
+        keep = path >= 0
+        # range work whose (path, iteration) pair no range has adds to no group, unless a
+        # synthetic instance of its path may bring that pair (rare: kept until computed)
+        rk = np.flatnonzero(keep & ~syn)
+        keep[rk] = _in_sorted(self.range_pairs, path[rk] * self.n_it + it[rk]) | np.isin(
+            path[rk], self.maybe
+        )
+        new = {
+            "path": path[keep],
+            "iter": it[keep],
+            "start": np.asarray(rows.start_ns, np.int64)[keep],
+            "end": np.asarray(rows.end_ns, np.int64)[keep],
+            "alone": np.asarray(rows.isolated, bool)[keep],
+            "device": np.asarray(rows.device_id, np.int64)[keep],
+            "syn": syn[keep],
+        }
+        if self.carry:
+            new = {k: np.concatenate([self.carry[k], v]) for k, v in new.items()}
+        self.carry = new
+        self._complete(int(self.it.of(np.array([rows.horizon_ns]))[0]))
+
+    def finish(self) -> GroupParts:
+        """Compute the iterations still open (after the last window)."""
+        self._complete(self.n_it)
+        self.finished = True
+        return self
+
+    def _complete(self, upto: int) -> None:
+        """Compute the iterations below ``upto`` from the carried rows and carry the rest."""
+        if upto <= self.done:
+            return
+        self.done = upto
+        c = self.carry
+        if not c or len(c["iter"]) == 0:
+            return
+        due = c["iter"] < upto
+        if not due.any():
+            return
+        self._compute({k: v[due] for k, v in c.items()})
+        self.carry = {k: v[~due] for k, v in c.items()}
+
+    def _compute(self, r: dict[str, np.ndarray]) -> None:
+        """The figures of every (group, iteration) of these rows, whose iterations are
+        complete: :func:`_flatten_to_groups` as ``_group_part`` calls it."""
+        n_it = self.n_it
+        path, it, syn = r["path"], r["iter"], r["syn"]
+        pair = path * n_it + it
+        has = syn.copy()  # an unassociated GPU row is an instance: its pair exists
+        has[~syn] = _in_sorted(self.range_pairs, pair[~syn])
+        if not has.all():  # or a synthetic instance of these iterations brings the pair
+            late = ~has
+            has[late] = _in_sorted(np.unique(pair[syn]), pair[late])
+            lost = ~has & np.isin(path, self.risky)
+            if lost.any():
+                self.dropped.append(np.unique(pair[lost]))
+        if not has.any():
+            return
+        a = int(it[has].min())
+        w = int(it[has].max()) - a + 1
+        pk, pinv = np.unique(path[has] * w + (it[has] - a), return_inverse=True)
+        spread_r, grp = _explode(pk // w, self.src, self.dst)
+        keys, kinv = np.unique(grp * w + (pk % w)[spread_r], return_inverse=True)
+        lane = np.unique(r["device"][has], return_inverse=True)[1].astype(np.int64)
+        gpu, first, last = _flatten_to_groups(
+            pinv.reshape(-1).astype(np.int64),
+            r["start"][has],
+            r["end"][has],
+            r["alone"][has],
+            (spread_r, kinv.reshape(-1)),
+            len(pk),
+            len(keys),
+            lane.reshape(-1),
+        )
+        self.parts.append((keys // w * n_it + keys % w + a, gpu, first, last))
+
+    def held_bytes(self) -> int:
+        """Bytes held between windows (the module docstring's list)."""
+        arrays = [self.range_path, self.range_pairs, *self.carry.values()]
+        arrays += [x for p in self.parts for x in p] + self.dropped
+        return sum(int(x.nbytes) for x in arrays)
+
+    def figures(self, c: Correlated) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(key = group * n_it + iteration, gpu, first, last), sorted by key, in the final
+        path codes of ``c`` (the assembled correlation), after :meth:`finish`."""
+        assert self.finished, "finish() first"
+        final = _final_codes(self.paths, c.paths)
+        if self.dropped:  # range work dropped for want of a pair a synthetic call brought?
+            lost = np.unique(np.concatenate(self.dropped))
+            lost = final[lost // self.n_it] * self.n_it + lost % self.n_it
+            inst_path = c.inst["path"].to_numpy()
+            mine = np.flatnonzero(np.isin(inst_path, np.unique(lost // self.n_it)))
+            at = inst_path[mine].astype(np.int64) * self.n_it + self.it.of(
+                c.inst["start_ns"].to_numpy(np.int64)[mine]
+            )
+            if np.isin(lost, at).any():
+                raise GroupPartsInexact(
+                    "GPU work of a range path counts in an iteration only an unassociated "
+                    "call's instance of that path is in"
+                )
+        _, dst = group_edges(c)
+        if not np.array_equal(np.unique(dst), np.unique(final[self.dst])):
+            raise GroupPartsInexact("the group nodes are not the range pass's")
+        if not self.parts:
+            z = np.zeros(0, np.int64)
+            return z, z, z, z
+        key, gpu, first, last = (np.concatenate(x) for x in zip(*self.parts, strict=True))
+        key = final[key // self.n_it] * self.n_it + key % self.n_it
+        order = np.argsort(key, kind="stable")
+        return key[order], gpu[order], first[order], last[order]
+
+    def group_iter(
+        self, c: Correlated, m: InstanceMetrics, it: Iterations, inst_iter: np.ndarray
+    ) -> pd.DataFrame:
+        """``Cube.group_iter`` (``aggregate._group_iter``'s frame) from the instances of the
+        assembled ``c`` and ``m`` and the figures accumulated, without reading ``c.gpu``."""
+        key, gpu, first, last = self.figures(c)
+        n_it = it.count
+        assert n_it == self.n_it
+        windows = row_windows(np.bincount(inst_iter, minlength=n_it), WINDOW_ROWS)
+        found = [0]
+
+        def side_of(_w: int) -> GpuSide:
+            def side(window, n_pairs, pair_at, spread, keys):
+                a, b = window
+                want = keys // (b - a) * n_it + keys % (b - a) + a
+                at = np.minimum(np.searchsorted(key, want), max(len(key) - 1, 0))
+                hit = key[at] == want if len(key) else np.zeros(len(want), bool)
+                found[0] += int(hit.sum())
+                return (
+                    np.where(hit, gpu[at] if len(key) else 0, 0).astype(np.int64),
+                    np.where(hit, first[at] if len(key) else 0, _MAX).astype(np.int64),
+                    np.where(hit, last[at] if len(key) else 0, _MIN).astype(np.int64),
+                )
+
+            return side
+
+        frame = _group_frame(c, m, n_it, inst_iter, windows, side_of)
+        if found[0] != len(key):  # GPU work counts only under an instance's (group, iteration)
+            raise GroupPartsInexact("GPU figures of a (group, iteration) with no instance")
+        return frame
+
+
+def _final_codes(paths: pd.DataFrame, final: pd.DataFrame) -> np.ndarray:
+    """Per path of ``paths`` (the range pass's table), its code in ``final`` (the assembled
+    one, which holds every range path), matched by (parent, name) level by level."""
+    out = np.full(len(paths), -1, np.int64)
+    if len(paths) == 0:
+        return out
+    index = pd.MultiIndex.from_arrays(
+        [final["parent"].to_numpy(np.int64), final["name"].to_numpy(object)]
+    )
+    depth = paths["depth"].to_numpy(np.int64)
+    parent = paths["parent"].to_numpy(np.int64)
+    names = paths["name"].to_numpy(object)
+    for d in range(int(depth.max()) + 1):  # per level: parents are mapped before children
+        rows = np.flatnonzero(depth == d)
+        par = np.where(parent[rows] >= 0, out[np.maximum(parent[rows], 0)], -1)
+        out[rows] = index.get_indexer(pd.MultiIndex.from_arrays([par, names[rows]]))
+    if (out < 0).any():
+        raise GroupPartsInexact("a range path is missing from the final path table")
+    return out
+
+
+__all__ = ["GroupParts", "GroupPartsInexact"]
