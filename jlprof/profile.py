@@ -260,6 +260,7 @@ def load_windowed(
     from contextlib import nullcontext
 
     from jlprof.engine.analysis import check_range
+    from jlprof.engine.group_parts import GroupPartsInexact
     from jlprof.engine.windowed import CarryBroken
     from jlprof.engine.windowed_run import WINDOW_CALLS, Unsuitable, WindowedRun
 
@@ -281,7 +282,7 @@ def load_windowed(
     files = iteration_files() if iteration_files is not None else nullcontext((None, []))
     try:
         early = _windows(run, files, lo, hi, say, sinks)
-    except CarryBroken as exc:  # no file was kept: the whole path starts again
+    except (CarryBroken, GroupPartsInexact) as exc:  # no file kept: the whole path again
         raise Unsuitable(str(exc)) from exc
     trace, c, m = run.finish()
     prof = Profile(

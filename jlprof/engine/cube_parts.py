@@ -41,12 +41,18 @@ class CubeParts:
         paths: pd.DataFrame,
         small: Trace,
         n_gpu: int,
+        gpu_names: pd.Index,
     ) -> None:
         """``ranges``, ``range_op``: the range pass's (each range's op); ``range_path`` and
-        ``paths``: the ranges' final path codes and path table; ``small``: the trace's
-        frames but the API calls and GPU work (its OS runtime calls and GPUs are read);
-        ``n_gpu``: the export's GPU rows."""
-        from jlprof.engine.group_parts import GroupParts
+        ``paths``: each range's path in the range pass's path table, and that table
+        (``windowed_run.ranges_correlated``); ``small``: the trace's frames but the API calls
+        and GPU work (its OS runtime calls and GPUs are read); ``n_gpu``: the export's GPU
+        rows; ``gpu_names``: ``Trace.gpu.name``'s categories (what the rows' codes index).
+
+        Raises :class:`~jlprof.engine.group_parts.GroupPartsInexact` when the ranges' names
+        could make the group nodes' windowed figures inexact (ranges named like jlprof's
+        unassociated ops, ``unassociated_*``, with children): read the whole trace then."""
+        from jlprof.engine.group_parts import GroupParts, GroupPartsInexact
         from jlprof.engine.kernel_parts import KernelParts
         from jlprof.engine.time_parts import TimeParts
 
@@ -54,9 +60,12 @@ class CubeParts:
         self.only = only
         self.n_gpu = n_gpu
         self.kernels = KernelParts(only=only)
-        self.groups = GroupParts(
-            it, ranges=ranges, range_op=range_op, range_path=range_path, paths=paths
-        )
+        self.groups = GroupParts(paths, range_path, ranges.start_ns, it, ranges.ops, ranges.op_abs)
+        if len(self.groups.risky):
+            raise GroupPartsInexact(
+                "ranges named like unassociated work (unassociated_*) hold other ranges"
+            )
+        self.gpu_names = gpu_names
         self.times = TimeParts(it, ranges=ranges, range_op=range_op, small=small)
         self._names: pd.Index | None = None  # Trace.gpu's name categories (op keys' names)
         self._op_of_key: np.ndarray | None = None
@@ -64,7 +73,7 @@ class CubeParts:
     def add(self, rows: GpuRows) -> None:
         """One window's GPU rows, in order."""
         self.kernels.add(rows)
-        self.groups.add(rows)
+        self.groups.add(rows, self.gpu_names)
         self.times.add(rows)
 
     # ---- at the end (the cube's builder) ------------------------------------------------
@@ -92,6 +101,7 @@ class CubeParts:
         """Every window is in: ``op_of_key`` maps the GPU rows' op keys to the final op rows
         (:meth:`~jlprof.engine.windowed.WorkPass.op_of_keys`)."""
         self._op_of_key = op_of_key
+        self.groups.finish()
 
 
 __all__ = ["CubeParts"]

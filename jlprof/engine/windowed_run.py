@@ -130,17 +130,24 @@ class WindowedRun:
 
     def start_parts(self, lo: int, hi: int) -> CubeParts:
         """The cube's GPU figures for iterations ``lo..hi``, to be summed as the windows come
-        (before :meth:`windows`); :meth:`finish`'s profile reads them instead of GPU rows."""
-        self.parts = CubeParts(
-            self.iterations,
-            (lo, hi),
-            ranges=self.ranges,
-            range_op=self.work.range_op,
-            range_path=self._range_path,
-            paths=self._range_paths,
-            small=self.small,
-            n_gpu=self.plan.n_gpu,
-        )
+        (before :meth:`windows`); :meth:`finish`'s profile reads them instead of GPU rows.
+        Raises :class:`Unsuitable` where they could not be exact."""
+        from jlprof.engine.group_parts import GroupPartsInexact
+
+        try:
+            self.parts = CubeParts(
+                self.iterations,
+                (lo, hi),
+                ranges=self.ranges,
+                range_op=self.work.range_op,
+                range_path=self._range_path,
+                paths=self._range_paths,
+                small=self.small,
+                n_gpu=self.plan.n_gpu,
+                gpu_names=self.plan.gpu_template["name"].cat.categories,
+            )
+        except GroupPartsInexact as exc:
+            raise Unsuitable(str(exc)) from None
         self._range_path = self._range_paths = None  # type: ignore[assignment]
         return self.parts
 

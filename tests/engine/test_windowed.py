@@ -190,6 +190,7 @@ def windowed_analysis(trace, key, calls: int, lo: int | None = None, hi: int | N
         paths=c_r.paths,
         small=trace,
         n_gpu=len(trace.gpu),
+        gpu_names=trace.gpu["name"].cat.categories,
     )
     for w in windows_of(trace, c, calls):
         parts.add(wp.add(w).rows)
