@@ -198,16 +198,28 @@ class TimeParts:
         )
         self.promised = max(self.promised, int(rows.horizon_ns))
 
-    def _sums(self, pieces: Pieces) -> np.ndarray:
-        """Length of the pieces inside each (lane, iteration), as ``(lanes, iterations)``."""
+    def _sums(self, pieces: Pieces) -> tuple[int, np.ndarray]:
+        """Length of the pieces inside each (lane, iteration) of the iterations they touch:
+        the first of them and a ``(lanes, touched)`` block (a window touches a few
+        iterations: its cost does not grow with the run's)."""
         pl, ps, pe = pieces
         row, win, s, e = _clip(ps, pe, self.bounds)
-        n = self.n_lanes * self.n_it
+        if len(row) == 0:
+            return 0, np.zeros((self.n_lanes, 0), _I64)
+        lo = int(win.min())
+        span = int(win.max()) + 1 - lo
         # float64 sums of int64 lengths are exact below 2**53 ns (104 days) a window
         got = np.bincount(
-            pl[row] * self.n_it + win, weights=(e - s).astype(np.float64), minlength=n
+            pl[row] * span + (win - lo),
+            weights=(e - s).astype(np.float64),
+            minlength=self.n_lanes * span,
         )
-        return got.astype(_I64).reshape(self.n_lanes, self.n_it)
+        return lo, got.astype(_I64).reshape(self.n_lanes, span)
+
+    def _put(self, k: slice, sums: tuple[int, np.ndarray]) -> None:
+        """Add :meth:`_sums` to the cumulative rows ``k`` (prefixes) of every lane."""
+        lo, got = sums
+        self.cum[:, k, lo : lo + got.shape[1]] += got[:, None, :]
 
     def _step(
         self,
@@ -247,10 +259,10 @@ class TimeParts:
             gpu.append((lane[some], gs[some], ge[some]))
             one = sel & alone
             lone.append((lane[one], gs[one], np.maximum(ge[one], gs[one])))
-        lone_sum = np.cumsum([self._sums(p) for p in lone], axis=0)  # prefixes 0, 0..1, 0..2
-        cum = self.cum
+        for j, p in enumerate(lone):  # in the prefixes j .. 2
+            self._put(slice(j + 1, _N_GPU_CATS + 1), self._sums(p))
         prev: Pieces = _NONE3
-        prev_fin = np.zeros((n_lanes, self.n_it), _I64)
+        prev_fin = self._sums(_NONE3)
         prev_carry: Pieces = _NONE3
         for k in range(len(CATEGORIES)):
             if k < _N_GPU_CATS:
@@ -271,9 +283,7 @@ class TimeParts:
                 prev = merged
             prev_carry = self.carry[k]
             prev_fin = fin
-            cum[:, k + 1] += fin
-            if k < _N_GPU_CATS:
-                cum[:, k + 1] += lone_sum[k]
+            self._put(slice(k + 1, k + 2), fin)
 
     def time_iter(self) -> pd.DataFrame:
         """The partition, frame-equal to ``aggregate._time_iter`` over the whole trace. Adds
