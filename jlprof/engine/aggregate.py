@@ -1291,6 +1291,15 @@ def _host_busy(c: Correlated, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 _DONE = (np.zeros(0, np.int64),) * 3
 
 
+def dataloader_ops(ops: pd.DataFrame) -> np.ndarray:
+    """Per op row: whether its type or name names a data loader (its real ranges are the
+    time partition's ``dataloader`` category; :mod:`jlprof.engine.time_parts` shares it)."""
+    return (
+        ops["op_type"].astype(str).str.contains(DATALOADER)
+        | ops["op_name"].astype(str).str.contains(DATALOADER)
+    ).to_numpy(bool)
+
+
 def _time_iter(
     c: Correlated, it: Iterations, windows: list[tuple[int, int]] | None = None
 ) -> pd.DataFrame:
@@ -1307,11 +1316,7 @@ def _time_iter(
     g = c.gpu
     gs, ge = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
     # host categories apply to every lane: merge once, then replicate per window
-    ops = c.ops
-    is_dl = (
-        ops["op_type"].astype(str).str.contains(DATALOADER)
-        | ops["op_name"].astype(str).str.contains(DATALOADER)
-    ).to_numpy(bool)
+    is_dl = dataloader_ops(c.ops)
     inst = c.inst
     real = ~inst["synthetic"].to_numpy(bool)
     dl = real & is_dl[inst["op"].to_numpy()]  # int32 op rows: no copy
