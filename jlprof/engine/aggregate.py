@@ -321,25 +321,48 @@ def _ranged_stats(
         parts.append(out)
         del key, idx, starts
     if not parts:
-        names = [f"{n}_{f}" for n in take for f in (("sum", "min", "max") if n in mm else ("sum",))]
-        keys = np.zeros(0, np.int64)
-        merged = {n: np.zeros(0, np.int64) for n in [*names, "calls"]}
+        keys, merged = _no_stats(take, mm)
     elif len(parts) == 1:
         keys, merged = kparts[0], parts[0]
     else:
-        keys = np.concatenate(kparts)
+        keys, merged = merge_keyed(kparts, parts)
         del kparts
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-        merged = {}
-        for name in list(parts[0]):
-            v = np.concatenate([p.pop(name) for p in parts]).astype(np.int64, copy=False)
-            agg = _agg_of(name)
-            ufunc = np.add if agg == "sum" else np.minimum if agg == "min" else np.maximum
-            merged[name] = narrow(ufunc.reduceat(v[order], starts))
-            del v
-        keys = keys[starts]
+    return ranged_layout(keys, merged, lo)
+
+
+def _no_stats(take: Iterable[str], mm: set[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`_run_stats`' keys and columns for no rows (int64, as an empty frame has them)."""
+    names = [f"{n}_{f}" for n in take for f in (("sum", "min", "max") if n in mm else ("sum",))]
+    return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in [*names, "calls"]}
+
+
+def merge_keyed(
+    kparts: list[np.ndarray], parts: list[dict[str, np.ndarray]]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Partials of (non-empty) parts merged per key: sum of sums and counts, min of mins, max
+    of maxes, each column summed in int64 and then narrowed (the value's own dtype, as one
+    pass gives it). Returns the sorted unique keys and the columns; both lists are emptied
+    (each part freed as soon as it is copied)."""
+    keys = np.concatenate(kparts)
+    kparts.clear()
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    merged = {}
+    for name in list(parts[0]):
+        v = np.concatenate([p.pop(name) for p in parts]).astype(np.int64, copy=False)
+        agg = _agg_of(name)
+        ufunc = np.add if agg == "sum" else np.minimum if agg == "min" else np.maximum
+        merged[name] = narrow(ufunc.reduceat(v[order], starts))
+        del v
+    return keys[starts], merged
+
+
+def ranged_layout(
+    keys: np.ndarray, merged: dict[str, np.ndarray], lo: int
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], tuple]:
+    """:func:`_ranged_stats`' result for sorted unique group ``keys`` and their columns
+    (also the windowed parts', :mod:`jlprof.engine.kernel_parts`)."""
     # one row per group, all at iteration lo: the layout's key is the group's code
     iters = np.full(len(keys), lo, np.int64)
     return keys, iters, merged, (keys, np.arange(len(keys)), 1, lo)
@@ -814,7 +837,7 @@ def _kernel_iter(
     def group_of(rows: np.ndarray | None) -> np.ndarray:
         gi = _take(g_inst, rows)
         op = np.where(gi >= 0, inst_op[np.maximum(gi, 0)], NONE)
-        return _take(codes, rows).astype(np.int64) * n_ops + (op + 1)  # (kernel, op) order
+        return kernel_group(_take(codes, rows), op, n_ops)
 
     take = {"gpu": lambda i: g_end[i] - g_start[i], "api": _gather(share)}
     if only is None:
@@ -823,6 +846,21 @@ def _kernel_iter(
     else:
         stats = _ranged_stats(gpu_iter, only, group_of, take, {"gpu", "api"})
     return _ranged(_kernel_frame(*stats, n_ops), only)
+
+
+def kernel_group(kernel: np.ndarray, op: np.ndarray, n_ops: int) -> np.ndarray:
+    """The group value of (kernel = long_name code, op row or NONE) pairs, ``n_ops`` the op
+    table's length + 1: int64, ascending in (kernel, op) order (``kernel_iter``'s)."""
+    return np.asarray(kernel, np.int64) * n_ops + (np.asarray(op, np.int64) + 1)
+
+
+def ranged_kernel_iter(
+    keys: np.ndarray, merged: dict[str, np.ndarray], only: tuple[int, int], n_ops: int
+) -> pd.DataFrame:
+    """A range-only ``kernel_iter`` from its sorted unique :func:`kernel_group` keys and
+    their merged columns (what :func:`_kernel_iter` gives with ``only``, its layout
+    attached): shared with the windowed parts (:mod:`jlprof.engine.kernel_parts`)."""
+    return _ranged(_kernel_frame(*ranged_layout(keys, merged, only[0]), n_ops), only)
 
 
 def _empty_kernel_iter() -> pd.DataFrame:
