@@ -709,7 +709,7 @@ def _cube_of_parts(
             f"this profile was read by windows for key node {parts.key_node!r}; load it "
             "again for another key node."
         )
-    job = InThread(lambda _check: parts.time_iter(), "jlprof-cube")
+    job = InThread(lambda _check: parts.time_iter(it), "jlprof-cube")
     try:
         op_iter = _op_iter(c, m, inst_iter, [(0, it.count)], only)
         kernel_iter = parts.kernel_iter(len(c.ops))

@@ -25,6 +25,7 @@ from jlprof.engine.iterations import Iterations
 from jlprof.engine.ranges import Ranges
 from jlprof.engine.trace import Trace
 from jlprof.engine.windowed import GpuRows
+from jlprof.errors import AnalysisError
 
 
 class CubeParts:
@@ -66,7 +67,20 @@ class CubeParts:
                 "ranges named like unassociated work (unassociated_*) hold other ranges"
             )
         self.gpu_names = gpu_names
-        self.times = TimeParts(it, ranges=ranges, range_op=range_op, small=small)
+        self.times = TimeParts.of_ranges(
+            _open_ended(it),
+            small.gpus,
+            small.osrt,
+            ranges.start_ns,
+            ranges.end_ns,
+            ranges.lanes.parent,
+            range_op,
+            ranges.ops,
+        )
+        gpus = small.gpus
+        self._listed = [
+            f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)
+        ]
         self._names: pd.Index | None = None  # Trace.gpu's name categories (op keys' names)
         self._op_of_key: np.ndarray | None = None
 
@@ -87,12 +101,23 @@ class CubeParts:
             gpu["name"].cat.categories, len(gpu["long_name"].cat.categories)
         )
 
-    def time_iter(self) -> pd.DataFrame:
+    def time_iter(self, it: Iterations) -> pd.DataFrame:
+        """The time partition over the profile's iterations ``it``: the windows' with the
+        first and last iterations' outer edges at the profile's first and last event (known
+        only now: the run found its iterations from the ranges alone, and GPU work or calls
+        may lie outside every range). Every piece lies between those two events, so the
+        windows' open-ended edges clipped nothing that these would keep."""
+        inner = self.times.bounds[1:-1]
+        if not np.array_equal(inner, it.bounds_ns[1:-1]):
+            raise AnalysisError("the windows' iterations are not the profile's")
+        self.times.durations = it.durations_ns()
         return self.times.time_iter()
 
     @property
     def gpu_labels(self) -> list[str]:
-        return self.times.labels
+        """``Analysis.gpu_labels``: the export's GPUs, then the devices it does not list that
+        GPU rows ran on, by id (``aggregate.gpu_lanes``)."""
+        return self._listed + [f"GPU {d}" for d in sorted(self.times.unknown)]
 
     def group_iter(self, c: Correlated, m, it: Iterations, inst_iter: np.ndarray) -> pd.DataFrame:
         return self.groups.group_iter(c, m, it, inst_iter)
@@ -102,6 +127,15 @@ class CubeParts:
         (:meth:`~jlprof.engine.windowed.WorkPass.op_of_keys`)."""
         self._op_of_key = op_of_key
         self.groups.finish()
+
+
+def _open_ended(it: Iterations) -> Iterations:
+    """``it`` with its first and last edges pushed out of any trace's times (kept apart from
+    int64's ends, so that their differences do not overflow)."""
+    bounds = np.asarray(it.bounds_ns, np.int64).copy()
+    bounds[0] = min(int(bounds[0]), -(1 << 61))
+    bounds[-1] = max(int(bounds[-1]), 1 << 61)
+    return Iterations(key_node=it.key_node, bounds_ns=bounds, instances=it.instances)
 
 
 __all__ = ["CubeParts"]
