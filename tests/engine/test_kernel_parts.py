@@ -154,7 +154,8 @@ def _reference(windows: list[GpuRows], op_of_key: np.ndarray, n_ops: int, only):
     )
     n_it = int(cat["launch_iter"].max()) + 1
     ki = aggregate._kernel_iter(c, cat["launch_iter"].astype(np.int32), n_it, only=only)
-    flags = Analysis.kernel_flags.fget(SimpleNamespace(correlated=c, once=lambda _k, f: f()))
+    whole = SimpleNamespace(correlated=c, parts=None, once=lambda _k, f: f())
+    flags = Analysis.kernel_flags.fget(whole)
     return ki, flags, names, len(long_names)
 
 
