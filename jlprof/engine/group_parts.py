@@ -135,7 +135,8 @@ class GroupParts:
         # iteration-major: a window's few iterations are one short run of them, searched
         # while it is in cache (path-major, 20M searches over the 4.3M pairs took ~2 s)
         self.n_paths = n_paths
-        self.range_pairs = _sorted_unique(r_iter[mine] * n_paths + path[mine])
+        pairs = _sorted_unique(r_iter[mine] * n_paths + path[mine])
+        self.range_pairs = pairs.astype(index_dtype(self.n_it * n_paths), copy=False)
         del r_iter, mine, path
         self.counted = counted
         # paths a synthetic call instance may take, whose pairs the windows cannot see: roots
@@ -221,9 +222,11 @@ class GroupParts:
         """Per (path, iteration): whether a range of that path starts in that iteration."""
         if len(it) == 0:
             return np.zeros(0, bool)
-        n = self.n_paths
-        lo, hi = np.searchsorted(self.range_pairs, [int(it.min()) * n, (int(it.max()) + 1) * n])
-        return _in_sorted(self.range_pairs[lo:hi], it * n + path)
+        n, pairs = self.n_paths, self.range_pairs
+        # queries in the pairs' own dtype (they fit): no int64 copy of the pairs per search
+        edges = np.array([int(it.min()) * n, (int(it.max()) + 1) * n], np.int64)
+        lo, hi = np.searchsorted(pairs, edges.astype(pairs.dtype))
+        return _in_sorted(pairs[lo:hi], (it * n + path).astype(pairs.dtype))
 
     def finish(self) -> GroupParts:
         """Compute the iterations still open (after the last window)."""
