@@ -100,6 +100,27 @@ def test_pytorch_markers_fall_back_to_the_whole_trace(tmp_path, capsys):
     assert (tmp_path / "dlprof_kernel.csv").exists()
 
 
+@pytest.mark.parametrize("call", [False, True])
+def test_ranges_named_like_unassociated_work_read_the_whole_trace(tmp_path, capsys, call):
+    """Ranges named like jlprof's unassociated ops (``unassociated_*``) that hold other ranges:
+    an unassociated instance may then share their path and bring a (path, iteration) pair the
+    group nodes' windowed figures would miss (``call``: one only an unassociated API call
+    brings). The command says so before any window, reads the whole trace, and writes the
+    whole run's files."""
+    from tests.engine.test_group_parts import odd_export
+
+    db = odd_export(tmp_path / "odd.sqlite", call)
+    whole, win = tmp_path / "whole", tmp_path / "win"
+    _run(db, "step", whole, "false")
+    capsys.readouterr()
+    _run(db, "step", win, "true", ("-v", "detailed"))
+    assert "reading the whole trace: ranges named like unassociated work" in capsys.readouterr().err
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in win.iterdir())
+    for name in names:
+        assert (win / name).read_bytes() == (whole / name).read_bytes(), name
+
+
 def test_analyses_beyond_dlprof_read_the_whole_trace(tmp_path, capsys):
     """jlprof's own analyses read every row or iteration: with them the run reads the whole
     trace, says so, and writes what the whole run writes."""
