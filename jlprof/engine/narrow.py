@@ -24,6 +24,21 @@ def narrow(x: np.ndarray) -> np.ndarray:
     return x.astype(np.int32) if fits_int32(x) else x
 
 
+def smallest(x: np.ndarray) -> np.ndarray:
+    """``x`` (integers) in the smallest signed type that holds its values: for the few
+    per-range codes the windowed run keeps through every window and reads back once (op,
+    text and event type: 1 or 2 bytes a range instead of 4; 65 MB less at 7.5M ranges).
+    Not for columns a run keeps for its readers, which :func:`narrow` decides."""
+    x = np.asarray(x)
+    if len(x) == 0:
+        return x
+    lo, hi = int(x.min()), int(x.max())
+    for t in (np.int8, np.int16, np.int32):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return x.astype(t, copy=False)
+    return x
+
+
 def index_dtype(n: int) -> type[np.signedinteger]:
     """The dtype of values below ``n`` (row indices and ``-1`` for none, codes, keys): int32
     when ``n`` < 2**31, else int64; decided from the bound, before the values exist."""

@@ -29,7 +29,7 @@ from jlprof.engine.correlate import Correlated, path_table
 from jlprof.engine.cube_parts import CubeParts
 from jlprof.engine.iterations import Iterations, find_iterations
 from jlprof.engine.memory import release_reader_memory
-from jlprof.engine.narrow import index_dtype, narrow
+from jlprof.engine.narrow import index_dtype, smallest
 from jlprof.engine.ranges import Ranges, in_domains, range_pass
 from jlprof.engine.read import read_trace
 from jlprof.engine.trace import Trace
@@ -97,7 +97,7 @@ class WindowedRun:
         self.work = WorkPass(self.ranges, self.iterations)
         self.parts: CubeParts | None = None  # start_parts: before the windows
         self.small.warnings = self._warnings()
-        self.event_type = narrow(nv["event_type"].to_numpy())  # the instances' (finish)
+        self.event_type = smallest(nv["event_type"].to_numpy())  # the instances' (finish)
         self._odd_tids = self._trim()
 
     def _trim(self) -> tuple[np.ndarray, np.ndarray]:
@@ -109,6 +109,7 @@ class WindowedRun:
         and each GPU row's launch window (the windows read by the plan's order)."""
         r = self.ranges
         r.label = None  # type: ignore[assignment]
+        r.text_code = smallest(r.text_code)  # read once more, by the assembly
         top = r.top
         if not ((top >= 0) & (top != np.arange(len(top), dtype=top.dtype))).any():
             r.top = top[:0].copy()  # calls_in_ranges: no top to move a call to

@@ -154,6 +154,27 @@ def test_the_union_carries_overlapping_work_across_windows(tmp_path):
     assert NONE == -1
 
 
+def test_a_ranges_gpu_work_far_past_its_start_is_exact(tmp_path):
+    """A range whose GPU work runs seconds after it starts (offsets past int32 ns): its first
+    and last GPU times, kept as offsets from its start, widen to int64 and its idle time is
+    still the whole correlation's, whatever the windows."""
+    from .frames import call, kernel, make_trace, rng
+
+    s = 3_000_000_000  # 3 s: past int32
+    trace = make_trace(
+        nvtx=[rng("step", 0, 4 * s), rng("short", 10, 2_000)],
+        api=[call(20, 30, 1), call(40, 50, 2), call(100, 110, 3)],
+        gpu=[kernel(200, 300, 1), kernel(s, s + 500, 2), kernel(400, 900, 3)],
+    )
+    c = correlate(trace)
+    want = instance_metrics(c)
+    assert want.idle_ns.max() > np.iinfo(np.int32).max
+    for calls in (1, 2, 3):
+        res, *_ = run_windows(trace, c, calls)
+        for name in METRICS:
+            np.testing.assert_array_equal(getattr(res.metrics, name), getattr(want, name))
+
+
 def keyed_exports(tmp_path, real: int | None = None):
     """(export, key node): fixtures and the two-GPU FSDP trace split by a key node, then
     the real traces whole (the first ``real`` of them)."""
