@@ -1068,12 +1068,18 @@ def _group_iter(
 # the GPU side of one window of :func:`_group_frame`: given the window (a, b), the number of
 # its (path, iteration) pairs, their lookup (``pair_at(path * w + iteration - a)``, -1 when
 # absent), the spread (pair row, key) of the pairs to their groups and the window's keys
-# (group * w + iteration - a), the union length, first start and last end of the GPU work of
-# each key (:func:`_flatten_to_groups`: 0, int64 max and min where it has none)
+# (group * w + iteration - a), the union length and the span (last end - first start, 0 where
+# that is not positive: :func:`gpu_span`) of the GPU work of each key (0 and 0 where it has none)
 GpuSide = Callable[
     [tuple[int, int], int, Callable, tuple[np.ndarray, np.ndarray], np.ndarray],
-    tuple[np.ndarray, np.ndarray, np.ndarray],
+    tuple[np.ndarray, np.ndarray],
 ]
+
+
+def gpu_span(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """A key's GPU span from :func:`_flatten_to_groups`'s first start and last end: their
+    difference where positive, else 0 (a key without GPU work: int64 max and min)."""
+    return np.where(last > first, last - first, 0)
 
 
 def _rows_gpu_side(
@@ -1095,7 +1101,7 @@ def _rows_gpu_side(
         gp = c.inst["path"].to_numpy()[gi[gsel]].astype(np.int64)
         gpu_pair[gsel] = pair_at(gp * w + (_take(gpu_iter, gx)[gsel] - a))
         del gp, gi, gsel
-        return _flatten_to_groups(
+        gpu, first, last = _flatten_to_groups(
             gpu_pair,
             _take(g["start_ns"].to_numpy(np.int64), gx),
             _take(g["end_ns"].to_numpy(np.int64), gx),
@@ -1105,6 +1111,7 @@ def _rows_gpu_side(
             len(keys),
             lanes.of(gx),
         )
+        return gpu, gpu_span(first, last)
 
     return side
 
@@ -1128,40 +1135,72 @@ def _group_frame(
     parts = []
     inst_rows = _window_rows(inst_iter, windows)
     for w in range(len(windows)):
+        rows, inst_rows[w] = inst_rows[w], None  # a window's rows go once it is done
         part = _group_part(
-            c,
-            m,
-            n_it,
-            (src, dst),
-            inst_iter,
-            windows[w],
-            inst_rows[w],
-            side_of(w),
-            pair_groups,
+            c, m, n_it, (src, dst), inst_iter, windows[w], rows, side_of(w), pair_groups
         )
+        del rows
         if part is not None:
             parts.append(part)
-    if len(parts) == 1:
-        keys, cols = parts[0]
-    else:  # the parts' rows in key order, one column at a time
-        keys = np.concatenate([p[0] for p in parts])
-        # each part is sorted and holds later iterations than the one before: a stable
-        # sort by group alone (radix, when the groups fit 16 bits) gives the key order
+    del inst_rows
+    if not parts:  # no instance in any window
+        idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
+        return pd.DataFrame(index=idx, columns=_GROUP_COLS, dtype="int64")
+    return _parts_frame(parts, len(c.paths), n_it)
+
+
+def _parts_frame(
+    parts: list[tuple[np.ndarray, dict[str, np.ndarray]]], n_groups: int, n_it: int
+) -> pd.DataFrame:
+    """The frame of :func:`_group_frame`'s parts (taken: the list is emptied), in key
+    (group, iteration) order.
+
+    Each part's keys are sorted and hold later iterations than the part before, so a row's
+    place is known by counting: its group's first row, plus that group's rows in the parts
+    before, plus its rank in its group's run within its part. No sort, no concatenated keys:
+    beside the parts (taken apart a column at a time) only a 32-bit destination per row and
+    the index codes are made, and the index is built from its levels and codes (what
+    ``MultiIndex.from_arrays`` of the keys' groups and iterations gives, without its int64
+    arrays and hashing).
+    """
+    counts = np.zeros(n_groups, np.int64)
+    seen_it = np.zeros(n_it, bool)
+    for keys, _ in parts:
+        counts += np.bincount(keys // n_it, minlength=n_groups)
+        seen_it[keys % n_it] = True
+    n = int(counts.sum())
+    dt = index_dtype(n)
+    start = np.zeros(n_groups, np.int64)  # each group's first row
+    np.cumsum(counts[:-1], out=start[1:])
+    dest = np.empty(n, dt)
+    it_code = np.cumsum(seen_it, dtype=np.int64) - 1  # an iteration's code: its rank
+    it_codes = np.empty(n, index_dtype(n_it))
+    at = 0
+    for keys, _ in parts:  # start: where the group's next row goes
         grp = keys // n_it
-        small = len(grp) == 0 or int(grp.max()) < 1 << 15
-        order = np.argsort(grp.astype(np.int16) if small else keys, kind="stable")
-        del grp
-        keys = keys[order]
-        dest = _inverse(order)  # where each part row goes
-        del order
-        cols = _merge_parts([p[1] for p in parts], dest)
-        del dest
-    del parts
-    return pd.DataFrame(
-        cols,
-        index=pd.MultiIndex.from_arrays([keys // n_it, keys % n_it], names=["group", "iteration"]),
-        copy=False,
+        run = np.zeros(n_groups + 1, np.int64)  # each group's run in this part
+        np.cumsum(np.bincount(grp, minlength=n_groups), out=run[1:])
+        d = (start - run[:-1])[grp] + np.arange(len(keys))
+        dest[at : at + len(keys)] = d
+        it_codes[d] = it_code[keys % n_it]
+        start += run[1:] - run[:-1]
+        at += len(keys)
+        del grp, run, d
+    col_parts = [p[1] for p in parts]
+    parts.clear()  # the keys go: the index is made from the codes
+    cols = _merge_parts(col_parts, dest)
+    del dest, col_parts
+    present = counts > 0
+    index = pd.MultiIndex(
+        levels=[
+            pd.Index(np.flatnonzero(present).astype(np.int64)),
+            pd.Index(np.flatnonzero(seen_it).astype(np.int64)),
+        ],
+        codes=[np.repeat(np.arange(int(present.sum()), dtype=np.int32), counts[present]), it_codes],
+        names=["group", "iteration"],
+        verify_integrity=False,
     )
+    return pd.DataFrame(cols, index=index, copy=False)
 
 
 def _group_part(
@@ -1240,8 +1279,7 @@ def _group_part(
     del rows, cpos
     # GPU work of the subtree, flattened (by the GPU side: merged per (path, iteration)
     # first, then only the merged pieces spread to the group nodes above)
-    gpu, first, last = gpu_side(window, len(pk), pair_at, (r, kinv), keys)
-    span = np.where(last > first, last - first, 0)
+    gpu, span = gpu_side(window, len(pk), pair_at, (r, kinv), keys)
     # API time of the subtree: the sum of its calls (calls on one thread never overlap, so on
     # one thread this equals their union; see docs/reports.md)
     api = summed["api"]
@@ -1255,7 +1293,8 @@ def _group_part(
         "tc_eligible_ops": summed["elig"],
         "tc_ops": summed["tc"],
     }
-    return keys // w * n_it + (keys % w + a), {k: narrow(v) for k, v in cols.items()}
+    keys = (keys // w * n_it + (keys % w + a)).astype(index_dtype(n_paths * n_it))
+    return keys, {k: narrow(v) for k, v in cols.items()}
 
 
 class _LaneTable:

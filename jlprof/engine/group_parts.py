@@ -14,8 +14,10 @@ What it holds between windows, and why it is exact:
 - the (path, iteration) pairs of the ranges (whole-trace ``_group_part`` keeps a GPU row only
   when its pair has an instance; an unassociated GPU row is an instance of its own, whose pair
   its launch gives): at most one entry per pair, fewer than the instances' pairs;
-- per (group, iteration) with GPU work: its union length, first start and last end (32 bytes),
-  the figures of the whole-trace :func:`~jlprof.engine.aggregate._flatten_to_groups`;
+- per (group, iteration) with GPU work: its key, union length and span (last end - first
+  start: all ``group_iter`` reads of the first and last), from the whole-trace
+  :func:`~jlprof.engine.aggregate._flatten_to_groups`; each in 32 bits where it fits (12
+  bytes, not 32: 27 MB, not 72, at 10M kernels);
 - the carried rows: the GPU rows of iterations that may still get work. No GPU row of a later
   window launches before the window's ``horizon_ns`` (:class:`GpuRows`), so once a window is
   in, every iteration before ``it.of(horizon_ns)`` has all its GPU rows (each row counts in its
@@ -35,7 +37,6 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate import (
-    WINDOW_ROWS,
     GpuSide,
     InstanceMetrics,
     _codes,
@@ -43,17 +44,24 @@ from jlprof.engine.aggregate import (
     _flatten_to_groups,
     _group_frame,
     _iterations_of,
+    _rows_by_group,
+    gpu_span,
     group_edges,
     path_group_edges,
     row_windows,
 )
 from jlprof.engine.correlate import Correlated, unassociated_ops
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.narrow import index_dtype
+from jlprof.engine.narrow import index_dtype, narrow
 from jlprof.engine.ranges import append_ops
 from jlprof.engine.windowed import GpuRows
 
 UNASSOCIATED = "unassociated_"
+# instances per window of :meth:`GroupParts.group_iter`'s instance side: its GPU side is only
+# looked up, so a window's temporaries are the instances' (~200 bytes an instance at 10M
+# kernels, the frame's parts growing beside them); 100k, not the cube's 250k GPU rows, took
+# its peak from +135 to +104 MB (tracemalloc) in the same time, 1.2 s
+GROUP_ROWS = 100_000
 _MAX = np.iinfo(np.int64).max
 _MIN = np.iinfo(np.int64).min
 
@@ -154,7 +162,7 @@ class GroupParts:
         self.maybe = self.risky  # range paths whose pairs windows may still bring
         self.done = 0  # iterations below it are computed
         self.carry: dict[str, np.ndarray] = {}
-        self.parts: list[tuple[np.ndarray, ...]] = []  # (key, gpu, first, last) per batch
+        self.parts: list[tuple[np.ndarray, ...]] = []  # (key, gpu, span) per batch
         self.dropped: list[np.ndarray] = []  # risky pairs of range work without an instance
         self.finished = False
 
@@ -280,7 +288,8 @@ class GroupParts:
             len(keys),
             lane.reshape(-1),
         )
-        self.parts.append((keys // w * n_it + keys % w + a, gpu, first, last))
+        key = (keys // w * n_it + keys % w + a).astype(index_dtype(self.n_paths * n_it))
+        self.parts.append((key, narrow(gpu), narrow(gpu_span(first, last))))
 
     def held_bytes(self) -> int:
         """Bytes held between windows (the module docstring's list)."""
@@ -288,9 +297,10 @@ class GroupParts:
         arrays += [x for p in self.parts for x in p] + self.dropped
         return sum(int(x.nbytes) for x in arrays)
 
-    def figures(self, c: Correlated) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(key = group * n_it + iteration, gpu, first, last), sorted by key, in the final
-        path codes of ``c`` (the assembled correlation), after :meth:`finish`."""
+    def figures(self, c: Correlated) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key = group * n_it + iteration, gpu, span), sorted by key, in the final path codes
+        of ``c`` (the assembled correlation), after :meth:`finish`; each column int32 where
+        it fits, else int64 (the key when groups x iterations fit: decided by the bound)."""
         assert self.finished, "finish() first"
         final = _final_codes(self.paths, c.paths)
         if self.dropped:  # range work dropped for want of a pair a synthetic call brought?
@@ -309,44 +319,78 @@ class GroupParts:
         _, dst = group_edges(c)
         if not np.array_equal(np.unique(dst), np.unique(final[self.dst])):
             raise GroupPartsInexact("the group nodes are not the range pass's")
+        kt = index_dtype(len(c.paths) * self.n_it)
         if not self.parts:
-            z = np.zeros(0, np.int64)
-            return z, z, z, z
-        key, gpu, first, last = (np.concatenate(x) for x in zip(*self.parts, strict=True))
-        key = final[key // self.n_it] * self.n_it + key % self.n_it
+            z = np.zeros(0, kt)
+            return z, z.astype(np.int64), z.astype(np.int64)
+        # a column at a time: the key mapped and its order found, then each column taken
+        # in that order (no second copy of all of them at once)
+        key = np.concatenate([p[0] for p in self.parts]).astype(np.int64)
+        key = (final[key // self.n_it] * self.n_it + key % self.n_it).astype(kt)
         order = np.argsort(key, kind="stable")
-        return key[order], gpu[order], first[order], last[order]
+        key = key[order]
+        out = [key]
+        for j in (1, 2):
+            col = np.concatenate([p[j] for p in self.parts])
+            out.append(col[order])
+            del col
+        return out[0], out[1], out[2]
 
     def group_iter(
         self, c: Correlated, m: InstanceMetrics, it: Iterations, inst_iter: np.ndarray
     ) -> pd.DataFrame:
         """``Cube.group_iter`` (``aggregate._group_iter``'s frame) from the instances of the
         assembled ``c`` and ``m`` and the figures accumulated, without reading ``c.gpu``."""
-        key, gpu, first, last = self.figures(c)
         n_it = it.count
         assert n_it == self.n_it
-        windows = row_windows(np.bincount(inst_iter, minlength=n_it), WINDOW_ROWS)
+        windows = row_windows(np.bincount(inst_iter, minlength=n_it), GROUP_ROWS)
+        fig = _by_window(list(self.figures(c)), n_it, windows)  # each let go once done
+        n_key = sum(len(f[0]) for f in fig)
         found = [0]
 
-        def side_of(_w: int) -> GpuSide:
+        def side_of(w: int) -> GpuSide:
             def side(window, n_pairs, pair_at, spread, keys):
+                key, gpu, span = fig[w]
+                fig[w] = None
                 a, b = window
-                want = keys // (b - a) * n_it + keys % (b - a) + a
-                at = np.minimum(np.searchsorted(key, want), max(len(key) - 1, 0))
-                hit = key[at] == want if len(key) else np.zeros(len(want), bool)
+                z = np.zeros(len(keys), np.int64)
+                if len(key) == 0:
+                    return z, z
+                # searched in the keys' own dtype (they fit: groups x iterations)
+                want = (keys // (b - a) * n_it + keys % (b - a) + a).astype(key.dtype)
+                at = np.minimum(np.searchsorted(key, want), len(key) - 1)
+                hit = key[at] == want
+                del want
                 found[0] += int(hit.sum())
                 return (
-                    np.where(hit, gpu[at] if len(key) else 0, 0).astype(np.int64),
-                    np.where(hit, first[at] if len(key) else 0, _MAX).astype(np.int64),
-                    np.where(hit, last[at] if len(key) else 0, _MIN).astype(np.int64),
+                    np.where(hit, gpu[at], 0).astype(np.int64),
+                    np.where(hit, span[at], 0).astype(np.int64),
                 )
 
             return side
 
         frame = _group_frame(c, m, n_it, inst_iter, windows, side_of)
-        if found[0] != len(key):  # GPU work counts only under an instance's (group, iteration)
+        if found[0] != n_key:  # GPU work counts only under an instance's (group, iteration)
             raise GroupPartsInexact("GPU figures of a (group, iteration) with no instance")
         return frame
+
+
+def _by_window(fig: list[np.ndarray], n_it: int, windows: list[tuple[int, int]]) -> list:
+    """Per window of iterations, the rows of ``fig`` (key, gpu, span, sorted by key; taken:
+    the list is emptied) whose iteration lies in it, still sorted by key: a window's lookups
+    read only those, and each window's go once it is done, while the group frame's parts
+    grow (at 10M kernels all of them are 27 MB)."""
+    if len(windows) == 1:
+        return [tuple(fig)]
+    starts = np.array([a for a, _ in windows] + [windows[-1][1]], np.int64)
+    rows = _rows_by_group(np.searchsorted(starts, fig[0] % n_it, side="right"), len(windows), 1)
+    out: list[list[np.ndarray]] = [[] for _ in windows]
+    while fig:
+        col = fig.pop(0)
+        for w, r in enumerate(rows):
+            out[w].append(col[r])
+        del col
+    return [tuple(x) for x in out]
 
 
 def _final_codes(paths: pd.DataFrame, final: pd.DataFrame) -> np.ndarray:
