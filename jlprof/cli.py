@@ -252,9 +252,9 @@ def _analysis_options(args: argparse.Namespace, bar: StageProgress) -> dict:
 WHOLE_BYTES_PER_EVENT = 120
 WHOLE_BYTES_BASE = 200 << 20
 #: the same for the windowed path, which still grows with the trace (BENCHMARKS.md,
-#: 2026-11-27 09:44 UTC: 1.36 GiB for k10m's 27.6M events, 2.46 GiB for k20m's 55M)
-WINDOWED_BYTES_PER_EVENT = 43
-WINDOWED_BYTES_BASE = 280 << 20
+#: 2026-11-27 10:23 UTC: 1.25 GiB for k10m's 27.6M events, 2.32 GiB for k20m's 55M)
+WINDOWED_BYTES_PER_EVENT = 42
+WINDOWED_BYTES_BASE = 190 << 20
 
 
 def _beyond_dlprof(reports: list[str]) -> list[str]:
