@@ -22,6 +22,10 @@ from tests.fixtures.scenarios import KEY_NODE, cpu_only_db
 TC_KERNEL = "volta_h884gemm_256x128_ldg8_nn"
 
 
+#: GpuRows fields the time partition does not read
+UNREAD = ("name", "long_name", "inst", "op_key", "api_share_ns", "launch_iter")
+
+
 def _parts(s) -> TimeParts:
     """What the windowed run passes: its range pass, the trace's GPUs and OS runtime calls."""
     r = range_pass(s.one.correlated.nvtx, None)
@@ -172,18 +176,13 @@ def _random_case(seed: int, n_gpu: int = 400, n_win: int = 9):
                 start_ns=gs[g],
                 end_ns=ge[g],
                 device_id=dev[g],
-                name=z[g],
-                long_name=z[g],
-                inst=z[g],
-                op_key=z[g],
-                api_share_ns=z[g],
                 uses_tc=tc[g],
                 is_memory=mem[g],
                 isolated=isolated[g],
-                launch_iter=z[g],
                 horizon_ns=int(horizon[w]),
                 calls_start_ns=cs[c],
                 calls_end_ns=ce[c],
+                **{k: z[g] for k in UNREAD},
             )
         )
     it = Iterations(key_node="k", bounds_ns=bounds.astype(np.int64), instances=len(bounds) - 2)
