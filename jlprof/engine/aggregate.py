@@ -748,17 +748,7 @@ def _iterations_of(it: Iterations, n: int, times: Callable[[slice], np.ndarray])
 def launch_iterations(c: Correlated, it: Iterations) -> np.ndarray:
     """Iteration of each GPU row's launch (its API call's start; its own start without one):
     the cube's ``gpu_iter``, found without the cube by the iteration report's stream."""
-    g = c.gpu
-    if "launch_iter" in g:  # the windowed engine's: each launch's iteration, kept per row
-        if g.attrs.get("key_node", it.key_node) != it.key_node:
-            raise AnalysisError(
-                "this profile was read by windows for key node "
-                f"{g.attrs.get('key_node')!r}; load it again for another key node."
-            )
-        return g["launch_iter"].to_numpy()
-    if "launch_ns" in g:  # or the launch time
-        launch = g["launch_ns"].to_numpy(np.int64)
-        return _iterations_of(it, len(g), lambda part: launch[part])
+    g = c.gpu  # the windowed engine's has no rows: its cube reads the windows' parts
     g_api = g["api"].to_numpy()  # int32 row indices: no trace-long int64 copy
     g_start = g["start_ns"].to_numpy(np.int64)
     a_start = c.api["start_ns"].to_numpy(np.int64)
