@@ -165,10 +165,12 @@ class WorkPass:
         self.n_range_ops = len(ranges.ops)
         self._report_ops: tuple[pd.DataFrame, np.ndarray] | None = None
         n = n_ranges
-        # per range, for the whole run: the sums start as int32 and widen only when one
-        # passes it (_Sums); a window updates only the ranges it meets
-        self.sums = _Sums(n, ("gpu_ns", "tc_gpu_ns", "kernel_ns", "n_gpu", "api_ns", "union"))
-        self.extent = _Extents(n)  # first start and last end of each range's GPU work
+        # per range, for the whole run: the sums, and the first start and last end of its
+        # GPU work as offsets from its start (GPU work runs after the call that launched it,
+        # inside the range: small offsets), start as int32 and widen only when one passes it
+        # (_Sums); a window updates only the ranges it meets
+        names = ("gpu_ns", "tc_gpu_ns", "kernel_ns", "n_gpu", "api_ns", "union", "first", "last")
+        self.sums = _Sums(n, names)
         self.tail = (np.zeros(0, np.int64),) * 3  # merged GPU work that may meet later work
         self.un_api = _Synthetic()
         self.un_gpu = _Synthetic()
@@ -252,8 +254,11 @@ class WorkPass:
         np.minimum.at(lo, inv, gs)
         np.maximum.at(hi, inv, ge)
         base = self.ranges.start_ns[u]
-        self.extent.put(u, seen, lo - base, hi - base)
-        del u, inv, seen, lo, hi
+        lo -= base
+        hi -= base
+        sums.put("first", u, np.where(seen, np.minimum(sums.get("first", u), lo), lo))
+        sums.put("last", u, np.where(seen, np.maximum(sums.get("last", u), hi), hi))
+        del u, inv, seen, lo, hi, base
         alone = np.asarray(w.isolated, bool)[gr]
         sums.add("union", *_per_group(gi[alone], np.maximum(ge[alone], gs[alone]) - gs[alone]))
         self._add_union(gi[~alone], gs[~alone], ge[~alone], w.next_start_ns)
@@ -363,7 +368,7 @@ class WorkPass:
     def release(self) -> None:
         """Let the running sums and the range lookups go (after :meth:`finish`)."""
         self.sums = _Sums(0, ())
-        self.extent = self.range_op = None  # type: ignore[assignment]
+        self.range_op = None  # type: ignore[assignment]
         self.un_api = self.un_gpu = _Synthetic()
         rl = self.ranges.lanes  # calls_in_ranges is done with: only the parents are read on
         rl.nest_rows = rl.n_lane = rl.n_start = rl.n_end = rl.n_order = None  # type: ignore
@@ -380,7 +385,7 @@ class WorkPass:
         r = self.sums.cols
         zeros_a = np.zeros(ua.count, np.int64)
         # one figure at a time, each narrowed before the next: no pile of range-long int64s
-        span = np.where(r["n_gpu"] > 0, self.extent.span(), 0)
+        span = np.where(r["n_gpu"] > 0, r.pop("last").astype(np.int64) - r.pop("first"), 0)
         span -= r["union"]
         np.maximum(span, 0, out=span)
         idle_ns = narrow(np.concatenate([span, zeros_a, np.zeros(ug.count, np.int64)]))
@@ -432,10 +437,11 @@ def _per_group(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 class _Sums:
-    """Integer running sums per range, held as int32 until one passes it (then int64).
+    """Integer running figures per range (sums, extents), each held as int32 until one of
+    its values passes it (then int64).
 
     At 7.5M ranges each such array is 30 MB instead of 60, for the whole windowed run, and
-    a window adds only at the ranges it meets (no range-long temporaries per window)."""
+    a window updates only the ranges it meets (no range-long temporaries per window)."""
 
     def __init__(self, n: int, names: tuple[str, ...]) -> None:
         self.cols = {name: np.zeros(n, np.int32) for name in names}
@@ -443,40 +449,20 @@ class _Sums:
     def get(self, name: str, at: np.ndarray) -> np.ndarray:
         return self.cols[name][at]
 
-    def add(self, name: str, at: np.ndarray, sums: np.ndarray) -> None:
-        """Add ``sums`` (integers, maybe as float64) at the unique rows ``at``."""
+    def put(self, name: str, at: np.ndarray, values: np.ndarray) -> None:
+        """Set ``values`` (int64) at the unique rows ``at``, widening the column first when
+        one of them does not fit int32."""
         if len(at) == 0:
             return
         col = self.cols[name]
-        new = col[at] + np.asarray(sums).astype(np.int64)
-        if col.dtype != np.int64 and not fits_int32(new):
+        if col.dtype != np.int64 and not fits_int32(values):
             col = self.cols[name] = col.astype(np.int64)
-        col[at] = new
+        col[at] = values
 
-
-class _Extents:
-    """Per range, the first start and the last end of its GPU work, as offsets from the
-    range's start (GPU work runs after the call that launched it, inside the range: small
-    offsets), held as int32 until one passes it (60 MB instead of 120 at 7.5M ranges)."""
-
-    def __init__(self, n: int) -> None:
-        self.first = np.zeros(n, np.int32)
-        self.last = np.zeros(n, np.int32)
-
-    def put(self, at: np.ndarray, seen: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
-        """The ranges ``at`` (unique) met work from ``lo`` to ``hi``; ``seen``: they had
-        work before."""
-        if len(at) == 0:
-            return
-        first = np.where(seen, np.minimum(self.first[at], lo), lo)
-        last = np.where(seen, np.maximum(self.last[at], hi), hi)
-        if self.first.dtype != np.int64 and not (fits_int32(first) and fits_int32(last)):
-            self.first, self.last = self.first.astype(np.int64), self.last.astype(np.int64)
-        self.first[at], self.last[at] = first, last
-
-    def span(self) -> np.ndarray:
-        """last - first per range (int64)."""
-        return self.last.astype(np.int64) - self.first
+    def add(self, name: str, at: np.ndarray, sums: np.ndarray) -> None:
+        """Add ``sums`` (integers, maybe as float64) at the unique rows ``at``."""
+        if len(at):
+            self.put(name, at, self.cols[name][at] + np.asarray(sums).astype(np.int64))
 
 
 def _uses_tc(gpu: pd.DataFrame) -> np.ndarray:
