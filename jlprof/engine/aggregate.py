@@ -32,7 +32,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,9 @@ from jlprof.engine.iterations import Iterations
 from jlprof.engine.narrow import INT32, index_dtype, narrow
 from jlprof.errors import AnalysisError
 from jlprof.outputs import InThread
+
+if TYPE_CHECKING:
+    from jlprof.engine.cube_parts import CubeParts
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
 # Priority partition of wall time (guide §10.2 "Summary Report"), highest first.
@@ -606,7 +609,7 @@ class Cube:
     # iteration lo; build_cube's ``only``), None: per iteration
     only: tuple[int, int] | None = None
     # the windowed engine's GPU figures (cube_parts.CubeParts): ``gpu_iter`` is then empty
-    parts: Any = None
+    parts: CubeParts | None = None
 
     @property
     def group_iter(self) -> pd.DataFrame:
@@ -632,7 +635,7 @@ def build_cube(
     groups: bool = False,
     only: tuple[int, int] | None = None,
     gpu_iter: np.ndarray | None = None,
-    parts: Any = None,
+    parts: CubeParts | None = None,
 ) -> Cube:
     """Split every figure by iteration for the given key node.
 
@@ -696,7 +699,7 @@ def _cube_of_parts(
     m: InstanceMetrics,
     it: Iterations,
     inst_iter: np.ndarray,
-    parts: Any,
+    parts: CubeParts,
     only: tuple[int, int] | None,
     groups: bool,
 ) -> Cube:
@@ -1119,8 +1122,7 @@ def _group_frame(
     :mod:`jlprof.engine.group_parts`). The frame does not depend on the windows."""
     src, dst = group_edges(c)
     if len(src) == 0:
-        idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
-        return pd.DataFrame(index=idx, columns=_GROUP_COLS, dtype="int64")
+        return _no_groups()
     pair_groups: dict[int, list[int]] = {}
     parts = []
     inst_rows = _window_rows(inst_iter, windows)
@@ -1134,9 +1136,14 @@ def _group_frame(
             parts.append(part)
     del inst_rows
     if not parts:  # no instance in any window
-        idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
-        return pd.DataFrame(index=idx, columns=_GROUP_COLS, dtype="int64")
+        return _no_groups()
     return _parts_frame(parts, len(c.paths), n_it)
+
+
+def _no_groups() -> pd.DataFrame:
+    """``group_iter`` without a group node or an instance: no rows, int64 columns."""
+    idx = pd.MultiIndex.from_arrays([[], []], names=["group", "iteration"])
+    return pd.DataFrame(index=idx, columns=_GROUP_COLS, dtype="int64")
 
 
 def _parts_frame(
@@ -1292,14 +1299,11 @@ class _LaneTable:
 
     def __init__(self, c: Correlated) -> None:
         gpus = c.trace.gpus
-        self.labels = [
-            f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)
-        ]
         known = gpus["cu_device"].to_numpy(np.int64)
         self.dev = c.gpu["device_id"].to_numpy()  # as held (int32: no trace-long int64 copy)
         seen = np.asarray(pd.unique(self.dev), dtype=np.int64)  # hashing: no 10M-row sort
         unknown = np.setdiff1d(seen, known)  # sorted, as np.unique gave them
-        self.labels += [f"GPU {int(d)}" for d in unknown]
+        self.labels = lane_labels(gpus, unknown)
         devs = np.concatenate([known, unknown]).astype(np.int64)
         lane = np.arange(len(devs), dtype=np.int64)
         order = np.argsort(devs, kind="stable")
@@ -1320,15 +1324,20 @@ def gpu_lanes(c: Correlated) -> tuple[np.ndarray, list[str]]:
     kernels on a device the export does not list get a lane of their own.
     """
     gpus = c.trace.gpus
-    labels = [f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)]
     dev = c.gpu["device_id"].to_numpy(np.int64)
     known = pd.Index(gpus["cu_device"].to_numpy(np.int64))
     lane = known.get_indexer(dev)
     unknown = np.unique(dev[lane < 0])
     for k, d in enumerate(unknown):
-        lane[dev == d] = len(labels) + k
-    labels += [f"GPU {int(d)}" for d in unknown]
-    return lane.astype(np.int64), labels
+        lane[dev == d] = len(known) + k
+    return lane.astype(np.int64), lane_labels(gpus, unknown)
+
+
+def lane_labels(gpus: pd.DataFrame, unknown: Iterable[int]) -> list[str]:
+    """The lanes' labels: the export's GPUs (``Trace.gpus``) in order, then the devices it
+    does not list that GPU work ran on (``unknown``, sorted)."""
+    listed = zip(gpus["cu_device"], gpus["name"], strict=True)
+    return [f"GPU {int(d)}: {n}" for d, n in listed] + [f"GPU {int(d)}" for d in unknown]
 
 
 def _host_busy(c: Correlated, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1418,8 +1427,16 @@ def _time_iter(
             )
         del rows
         _cumulative_union(cats, it.bounds_ns[a : b + 1], a, n_it, cum, alone_from)
+    return time_frame(cum, it.durations_ns(), n_lanes)
+
+
+def time_frame(cum: np.ndarray, durations_ns: np.ndarray, n_lanes: int) -> pd.DataFrame:
+    """``time_iter`` from ``cum[k + 1]``, the union length of categories 0..k per (lane,
+    iteration) key ``lane * n_it + iteration`` (``cum[0]`` = 0), and the iterations' lengths
+    (shared with the windowed parts, :mod:`jlprof.engine.time_parts`)."""
+    n_it = len(durations_ns)
     parts = np.diff(cum, axis=0)
-    wall = np.tile(it.durations_ns(), n_lanes)
+    wall = np.tile(durations_ns, n_lanes)
     cols = {name: parts[i] for i, name in enumerate(CATEGORIES)}
     cols.update(gpu_busy=cum[3], wall=wall, other=np.maximum(wall - cum[-1], 0))
     out = pd.DataFrame({name: narrow(v) for name, v in cols.items()})

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from jlprof.engine.aggregate import InstanceMetrics, lane_labels
 from jlprof.engine.correlate import Correlated
 from jlprof.engine.iterations import Iterations
 from jlprof.engine.ranges import Ranges
@@ -58,7 +59,6 @@ class CubeParts:
         from jlprof.engine.time_parts import TimeParts
 
         self.key_node = it.key_node
-        self.only = only
         self.n_gpu = n_gpu
         self.kernels = KernelParts(only=only)
         self.groups = GroupParts(paths, range_path, ranges.start_ns, it, ranges.ops, ranges.op_abs)
@@ -77,11 +77,7 @@ class CubeParts:
             range_op,
             ranges.ops,
         )
-        gpus = small.gpus
-        self._listed = [
-            f"GPU {int(d)}: {n}" for d, n in zip(gpus["cu_device"], gpus["name"], strict=True)
-        ]
-        self._names: pd.Index | None = None  # Trace.gpu's name categories (op keys' names)
+        self.gpus = small.gpus
         self._op_of_key: np.ndarray | None = None
 
     def add(self, rows: GpuRows) -> None:
@@ -117,9 +113,11 @@ class CubeParts:
     def gpu_labels(self) -> list[str]:
         """``Analysis.gpu_labels``: the export's GPUs, then the devices it does not list that
         GPU rows ran on, by id (``aggregate.gpu_lanes``)."""
-        return self._listed + [f"GPU {d}" for d in sorted(self.times.unknown)]
+        return lane_labels(self.gpus, sorted(self.times.unknown))
 
-    def group_iter(self, c: Correlated, m, it: Iterations, inst_iter: np.ndarray) -> pd.DataFrame:
+    def group_iter(
+        self, c: Correlated, m: InstanceMetrics, it: Iterations, inst_iter: np.ndarray
+    ) -> pd.DataFrame:
         return self.groups.group_iter(c, m, it, inst_iter)
 
     def finish(self, op_of_key: np.ndarray) -> None:

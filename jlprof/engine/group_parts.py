@@ -291,12 +291,6 @@ class GroupParts:
         key = (keys // w * n_it + keys % w + a).astype(index_dtype(self.n_paths * n_it))
         self.parts.append((key, narrow(gpu), narrow(gpu_span(first, last))))
 
-    def held_bytes(self) -> int:
-        """Bytes held between windows (the module docstring's list)."""
-        arrays = [self.range_path, self.range_pairs, *self.carry.values()]
-        arrays += [x for p in self.parts for x in p] + self.dropped
-        return sum(int(x.nbytes) for x in arrays)
-
     def figures(self, c: Correlated) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(key = group * n_it + iteration, gpu, span), sorted by key, in the final path codes
         of ``c`` (the assembled correlation), after :meth:`finish`; each column int32 where

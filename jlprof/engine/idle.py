@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals
-from jlprof.engine.aggregate import DATALOADER, gpu_lanes
+from jlprof.engine.aggregate import dataloader_ops, gpu_lanes
 from jlprof.engine.correlate import Correlated
 from jlprof.engine.iterations import Iterations
 from jlprof.engine.trace import GLOBAL_PID_MASK
@@ -83,11 +83,7 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     real = ~inst["synthetic"].to_numpy(bool)
     i_s, i_e = inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64)
     i_pid = inst["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK
-    ops = c.ops
-    is_dl = (
-        ops["op_type"].astype(str).str.contains(DATALOADER)
-        | ops["op_name"].astype(str).str.contains(DATALOADER)
-    ).to_numpy(bool)
+    is_dl = dataloader_ops(c.ops)
     dl = real & is_dl[inst["op"].to_numpy(np.int64)] if len(inst) else real
 
     # queued: the launch call returned, the work has not started

@@ -41,9 +41,8 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import intervals
-from jlprof.engine.aggregate import CATEGORIES, _clip, dataloader_ops
+from jlprof.engine.aggregate import CATEGORIES, _clip, dataloader_ops, time_frame
 from jlprof.engine.iterations import Iterations
-from jlprof.engine.narrow import narrow
 from jlprof.engine.windowed import CarryBroken, GpuRows
 
 _I64 = np.int64
@@ -295,20 +294,9 @@ class TimeParts:
         listed = list(range(self.n_known))
         unlisted = [self.host_lane + 1 + i for i in np.argsort(self.unknown, kind="stable")]
         order = listed + unlisted or [self.host_lane]
-        cum = self.cum[order]
-        n_lanes, n_it = len(order), self.n_it
-        parts = np.diff(cum, axis=1)
-        cols = {name: parts[:, i].ravel() for i, name in enumerate(CATEGORIES)}
-        wall = np.tile(self.durations, n_lanes)
-        cols.update(
-            gpu_busy=cum[:, 3].ravel(), wall=wall, other=np.maximum(wall - cum[:, -1].ravel(), 0)
-        )
-        out = pd.DataFrame({name: narrow(v) for name, v in cols.items()})
-        out.index = pd.MultiIndex.from_arrays(
-            [np.repeat(np.arange(n_lanes), n_it), np.tile(np.arange(n_it), n_lanes)],
-            names=["lane", "iteration"],
-        )
-        return out
+        # (lanes, prefixes, iterations) -> (prefixes, lane * n_it + iteration)
+        cum = self.cum[order].transpose(1, 0, 2).reshape(len(CATEGORIES) + 1, -1)
+        return time_frame(cum, self.durations, len(order))
 
 
 def _sorted(p: Pieces) -> Pieces:
