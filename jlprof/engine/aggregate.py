@@ -32,7 +32,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,9 +43,6 @@ from jlprof.engine.iterations import Iterations
 from jlprof.engine.narrow import INT32, index_dtype, narrow
 from jlprof.errors import AnalysisError
 from jlprof.outputs import InThread
-
-if TYPE_CHECKING:
-    from jlprof.engine.cube_parts import CubeParts
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
 # Priority partition of wall time (guide §10.2 "Summary Report"), highest first.
@@ -609,7 +606,8 @@ class Cube:
     # iteration lo; build_cube's ``only``), None: per iteration
     only: tuple[int, int] | None = None
     # the windowed engine's GPU figures (cube_parts.CubeParts): ``gpu_iter`` is then empty
-    parts: CubeParts | None = None
+    # (``Any``: cube_parts builds on this module, which must not import it back)
+    parts: Any = None
 
     @property
     def group_iter(self) -> pd.DataFrame:
@@ -635,7 +633,7 @@ def build_cube(
     groups: bool = False,
     only: tuple[int, int] | None = None,
     gpu_iter: np.ndarray | None = None,
-    parts: CubeParts | None = None,
+    parts: Any = None,
 ) -> Cube:
     """Split every figure by iteration for the given key node.
 
@@ -699,7 +697,7 @@ def _cube_of_parts(
     m: InstanceMetrics,
     it: Iterations,
     inst_iter: np.ndarray,
-    parts: CubeParts,
+    parts: Any,
     only: tuple[int, int] | None,
     groups: bool,
 ) -> Cube:
