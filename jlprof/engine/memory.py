@@ -80,16 +80,42 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
-def release_reader_memory() -> None:
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes glibc holds free in all its arenas (``mallinfo2().fordblks``), or None where
+    it cannot tell (no glibc, or one older than 2.33)."""
+    libc = _libc()
+    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
+    if fn is None:
+        return None
+    fn.restype = _Mallinfo2
+    return int(fn().fordblks)
+
+
+def release_reader_memory(slack: int = 0) -> None:
     """Return what reading left behind, even inside a stage: later stages cannot reuse it.
 
     Arrow's pool (mimalloc) keeps the pages of freed column buffers for Arrow alone, and
     the reader's worker threads free into glibc arenas that the main thread's stages do
     not draw from. At 1M kernels this took the peak RSS from ~1.0 GB to ~0.8 GB.
+    ``slack``: leave glibc's free memory in place while it is at most this many bytes
+    (where glibc tells): a loop that frees and allocates the same sizes each turn (the
+    windows) reuses it instead of faulting fresh pages in every turn.
     """
     libc = _libc()
     if libc is not None:
-        libc.malloc_trim(0)
+        free = free_heap_bytes() if slack else None
+        if free is None or free > slack:
+            libc.malloc_trim(0)
     pa = sys.modules.get("pyarrow")
     if pa is not None:
         pa.default_memory_pool().release_unused()

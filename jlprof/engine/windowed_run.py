@@ -40,6 +40,10 @@ from jlprof.errors import AnalysisError
 #: window frames and ~0.15 GB of correlation temporaries at 512k
 WINDOW_CALLS = 1 << 18
 BIG = np.iinfo(np.int64).max
+#: free C heap the windows keep between them: a window frees and then allocates about as
+#: much as the last (~0.15 GB at 256k calls), which as fresh pages faulted in again cost
+#: ~1M page faults and ~3 s of system time at 10M kernels (BENCHMARKS.md, 2026-11-27)
+WINDOW_SLACK = 256 << 20
 
 
 class Unsuitable(Exception):
@@ -199,7 +203,9 @@ class WindowedRun:
                 res.rows = None  # its window's: the caller's iteration report reads the rest
                 yield win, res
                 del win, res
-                release_reader_memory()  # the window's Arrow buffers, the reader threads' heaps
+                # the window's Arrow buffers; the C heap once more is free than the next
+                # window will ask for
+                release_reader_memory(WINDOW_SLACK)
         finally:
             if ahead is not None:  # the caller stopped early: the read in flight ends first
                 ahead.cancel() or ahead.exception()

@@ -71,6 +71,30 @@ def test_arrow_buffers_of_reading_are_given_back():
     assert before - _rss_kb() > 20 * 1024
 
 
+@linux_glibc
+def test_free_heap_within_the_slack_stays_for_the_next_window_and_beyond_it_goes():
+    if memory.free_heap_bytes() is None:
+        pytest.skip("glibc before 2.33: no mallinfo2")
+    mb = 64
+    with memory.heavy_stage():
+        keep = np.ones(2**20)  # noqa: F841 - something live below the blocks
+        a = np.ones(mb * 2**20 // 8)
+        b = np.ones(mb * 2**20 // 8)  # keeps the first block off the heap top
+        del a
+        free = memory.free_heap_bytes()
+        assert free >= mb * 2**20  # mallinfo2 counts the freed block
+        before = _rss_kb()
+        memory.release_reader_memory(slack=free + 2**20)  # within the slack: kept
+        assert before - _rss_kb() < mb * 1024 // 2
+        c = np.ones(mb * 2**20 // 8)  # the kept block again: no fresh pages
+        assert _rss_kb() - before < mb * 1024 // 2
+        del c
+        before = _rss_kb()
+        memory.release_reader_memory(slack=mb * 2**20 // 2)  # more free than the slack
+        assert before - _rss_kb() > mb * 1024 // 2
+        del b
+
+
 def test_small_pages_only_inside_and_the_user_setting_restored():
     setter = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
     if setter is None:
