@@ -181,7 +181,9 @@ class _RangeLanes:
     lane_tid: np.ndarray
     lane_dom: np.ndarray
     parent: np.ndarray  # enclosing range per range, NONE for a root
-    nest_rows: np.ndarray  # the ranges that nest (on one lane), and per nestable row:
+    # the ranges that nest (on one lane; None: every range, the usual case: 4 bytes a range
+    # less held through the windows), and per nestable row:
+    nest_rows: np.ndarray | None
     n_lane: np.ndarray
     n_start: np.ndarray
     n_end: np.ndarray
@@ -227,7 +229,7 @@ def _range_lanes(
         lane_tid,
         lane_dom,
         _rows(r_parent, n),
-        _rows(nest_rows, n),
+        None if every else _rows(nest_rows, n),
         n_lane,
         n_start,
         n_end,
@@ -241,7 +243,8 @@ def _calls_in_ranges(
     """Per API call, the innermost range around it on its thread (latest-starting across
     domains), NONE outside every range."""
     a_inst = np.full(len(a_tid), NONE, dtype=np.int64)
-    if len(rl.nest_rows) and len(a_tid):
+    n_nest = len(rl.lane) if rl.nest_rows is None else len(rl.nest_rows)
+    if n_nest and len(a_tid):
         lanes = pd.DataFrame({"tid": rl.lane_tid, "dom": rl.lane_dom})
         n_parent = _local_parent(rl.parent, rl.nest_rows)
         doms = np.unique(lanes["dom"].to_numpy())
@@ -266,7 +269,7 @@ def _calls_in_ranges(
                 rl.n_order,
                 rl.sorted_keys,
             )
-            if len(rl.nest_rows) < len(rl.lane):  # rows of the nestable subset -> range rows
+            if rl.nest_rows is not None:  # rows of the nestable subset -> range rows
                 c = np.where(c >= 0, rl.nest_rows[np.maximum(c, 0)], NONE)
             if d == first_dom:
                 a_inst = c
@@ -278,9 +281,10 @@ def _calls_in_ranges(
     return a_inst
 
 
-def _local_parent(r_parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Parents re-indexed into the ``rows`` subset (parents are always nestable rows)."""
-    if len(rows) == len(r_parent):  # every row: the same indices
+def _local_parent(r_parent: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Parents re-indexed into the ``rows`` subset (parents are always nestable rows; None:
+    every row)."""
+    if rows is None or len(rows) == len(r_parent):  # every row: the same indices
         return r_parent
     pos = np.full(len(r_parent), NONE, dtype=np.int64)
     pos[rows] = np.arange(len(rows))
