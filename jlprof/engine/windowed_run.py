@@ -42,7 +42,8 @@ WINDOW_CALLS = 1 << 18
 BIG = np.iinfo(np.int64).max
 #: free C heap the windows keep between them: a window frees and then allocates about as
 #: much as the last (~0.15 GB at 256k calls), which as fresh pages faulted in again cost
-#: ~1M page faults and ~3 s of system time at 10M kernels (BENCHMARKS.md, 2026-11-27)
+#: ~1M page faults and ~3 s of system time at 10M kernels (docs/windowed-engine.md, "Less
+#: CPU for the same work")
 WINDOW_SLACK = 256 << 20
 
 
