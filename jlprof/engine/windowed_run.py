@@ -204,8 +204,8 @@ class WindowedRun:
                 res.rows = None  # its window's: the caller's iteration report reads the rest
                 yield win, res
                 del win, res
-                # the window's Arrow buffers; the C heap once more is free than the next
-                # window will ask for
+                # the window's Arrow buffers; the C heap only past WINDOW_SLACK of free
+                # memory (the next window's allocations reuse what stays)
                 release_reader_memory(WINDOW_SLACK)
         finally:
             if ahead is not None:  # the caller stopped early: the read in flight ends first
