@@ -67,19 +67,6 @@ _allocator = _Outermost()  # heavy_stage's allocator thresholds
 _pages = _Outermost()  # small_pages' numpy huge-page switch
 
 
-@cache
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim  # noqa: B018 - musl has no malloc_trim
-        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
 class _Mallinfo2(ctypes.Structure):
     _fields_ = [
         (name, ctypes.c_size_t)
@@ -90,15 +77,28 @@ class _Mallinfo2(ctypes.Structure):
     ]  # fmt: skip
 
 
+@cache
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim  # noqa: B018 - musl has no malloc_trim
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        if hasattr(libc, "mallinfo2"):  # glibc >= 2.33
+            libc.mallinfo2.restype = _Mallinfo2
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
 def free_heap_bytes() -> int | None:
     """Bytes glibc holds free in all its arenas (``mallinfo2().fordblks``), or None where
     it cannot tell (no glibc, or one older than 2.33)."""
     libc = _libc()
-    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
-    if fn is None:
+    if libc is None or not hasattr(libc, "mallinfo2"):
         return None
-    fn.restype = _Mallinfo2
-    return int(fn().fordblks)
+    return int(libc.mallinfo2().fordblks)
 
 
 def release_reader_memory(slack: int = 0) -> None:
