@@ -87,8 +87,6 @@ _DIRECT_BLOCK = 4096
 DIRECT_AFTER = 64 << 20
 #: bytes written past the cache before comparing their cost with the cache's
 DIRECT_PROBE = 32 << 20
-#: the probe's direct writes took at least this share of its time: the disk holds the writer up
-DIRECT_BUSY = 0.95
 #: a file's bytes past this offset go past the page cache whatever the probe found
 DIRECT_ALWAYS = 1 << 30
 #: set to 0 to write every file through the page cache
@@ -137,13 +135,19 @@ class _Slices:
     (``dd``). Past the cache, the user's cache (the export itself) also stays.
 
     The probe: the first :data:`DIRECT_PROBE` bytes past the cache are timed. The file goes
-    back to the cache (until :data:`DIRECT_ALWAYS`) only when the disk held the writer up (its
-    writes took :data:`DIRECT_BUSY` of the probe's time or more: the producer waited for it)
-    *and* cost more per byte than the cached part's writes: a slow disk on a box whose cache
-    is cheap. A disk that keeps up costs no time past the cache, only saves the copies. Past
-    1 GiB a file is more than the cache holds dirty before it makes the writer wait for the
-    disk anyway. A file system that refuses O_DIRECT (at open, or ``EINVAL`` at a write) gets
-    the rest of the file through the cache. Errors (a full disk) are raised as from any write.
+    back to the cache (until :data:`DIRECT_ALWAYS`) when the cached part's writes cost less per
+    byte than the direct ones weighted by the share of the probe's time the writer spent in
+    them. That share says how much of the disk's time holds the producer up: near 1, each
+    direct byte's wait is the producer's; near 0, the disk keeps up and costs no time, only
+    saves the copies. The share is a floor: the producer speeds up once the engine's other
+    work ends (at 1M kernels the iteration JSON's probe found the writer 81 % busy and the
+    disk 4.2x the cache's cost per byte; the 0.95 share this rule replaced kept it past the
+    cache, and the command took 2.65 s against 2.37 s; BENCHMARKS.md, 2026-11-27 14:50). On
+    a box where the cache's fresh pages are host faults the cache costs more per byte than the
+    disk, and the file stays past it. Past 1 GiB a file is more than the cache holds dirty
+    before it makes the writer wait for the disk anyway. A file system that refuses O_DIRECT
+    (at open, or ``EINVAL`` at a write) gets the rest of the file through the cache. Errors
+    (a full disk) are raised as from any write.
     """
 
     def __init__(self, f: IO[bytes]) -> None:
@@ -205,18 +209,18 @@ class _Slices:
             self.after = None  # no O_DIRECT here: never again for this file
 
     def _judge(self) -> None:
-        """Once the probe has written enough: past the cache on, unless the disk is what the
-        writer waits for (busy at least :data:`DIRECT_BUSY` of the probe's time) and the
-        cached bytes cost less; then back to the cache until :data:`DIRECT_ALWAYS`."""
+        """Once the probe has written enough: back to the cache (until :data:`DIRECT_ALWAYS`)
+        when its writes cost less per byte than the direct ones times the share of the probe's
+        time the writer spent in them (the class's docstring says why); else past it on."""
         probe = self.probe
         assert probe is not None
         if probe.bytes < DIRECT_PROBE:
             return
         self.probe = None
         elapsed = _clock() - self.probe_from
-        busy = probe.seconds >= DIRECT_BUSY * elapsed
+        busy = min(1.0, probe.seconds / elapsed) if elapsed > 0 else 1.0
         direct, cached = probe.per_byte(), self.cached.per_byte()
-        if busy and cached is not None and direct is not None and direct > cached:
+        if cached is not None and direct is not None and cached < busy * direct:
             self.f.seek(self.pos)  # the buffered file goes on where the direct part ended
             self.close()
 

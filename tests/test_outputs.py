@@ -285,18 +285,21 @@ class _Clocked(io.FileIO):
 @pytest.mark.parametrize(
     ("producer_s", "cached_s", "goes_back"),
     [
+        # a direct slice takes 0.5; the writer's share of the probe is 0.5 / (0.5 + producer_s)
         (0.0, 0.1, True),  # the disk holds the writer up, and the cache is quicker: back to it
         (0.0, 1.0, False),  # the disk holds it up, but the cache is slower still: past it
-        (0.5, 0.1, False),  # the disk keeps up with the producer: past it, whatever the cache
+        (0.5, 0.1, True),  # the disk half the time: the cache costs less than 0.5 x 0.5
+        (0.5, 0.4, False),  # ... and more than that: past it, though cheaper than the disk
+        (4.5, 0.1, False),  # the disk keeps up (a tenth of the time): past it
     ],
 )
-def test_back_to_the_cache_only_where_the_disk_holds_the_writer_up_and_the_cache_is_quicker(
+def test_back_to_the_cache_where_it_costs_less_than_the_disk_weighted_by_its_hold_up(
     tmp_path, monkeypatch, producer_s, cached_s, goes_back
 ):
     """Past ``DIRECT_AFTER`` the writer probes ``DIRECT_PROBE`` bytes past the cache. It goes
-    back to the cache (until ``DIRECT_ALWAYS``, past it from there) only when those writes took
-    nearly all of the probe's time and cost more per byte than the cached ones; else it stays
-    past the cache. Either way the file holds every byte, in order."""
+    back to the cache (until ``DIRECT_ALWAYS``, past it from there) when the cached writes cost
+    less per byte than the direct ones times the share of the probe's time spent in them;
+    else it stays past the cache. Either way the file holds every byte, in order."""
     if not _has_direct(tmp_path):
         pytest.skip("this file system (or platform) has no O_DIRECT")
     monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
