@@ -1,7 +1,5 @@
 """``python -m jlprof`` runs the command line."""
 
-import sys
+from jlprof.cli import entry
 
-from jlprof.cli import main
-
-sys.exit(main())
+entry()

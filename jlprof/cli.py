@@ -14,6 +14,7 @@ Errors are one line on stderr naming the problem and the fix, exit status 2;
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import signal
 import sys
@@ -488,6 +489,18 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, old_term if old_term is not None else signal.SIG_DFL)
 
 
+def entry() -> None:
+    """The process's entry (the ``jlprof`` script, ``python -m jlprof``): :func:`main`, then
+    the exit. Every file is whole and closed when ``main`` returns; what is left is the
+    interpreter's teardown, whose garbage-collection passes over every loaded module's objects
+    took 0.10-0.17 s after each 1M-kernel command (0.05 s once :func:`gc.freeze` has moved
+    them out of the collector's view; the memory goes with the process). ``main`` itself
+    stays free of it, for callers in a process that goes on."""
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 def _fail(args: argparse.Namespace, message: str, status: int) -> int:
     if args.verbosity == "diagnostic":
         traceback.print_exc()
@@ -508,4 +521,4 @@ def _partial_note(prof) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

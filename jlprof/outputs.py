@@ -160,6 +160,9 @@ class _Slices:
         self.cached = _Cost()  # the writes through the cache so far
         self.probe: _Cost | None = None  # the writes past it, while comparing the two
         self.probe_from = 0.0  # when the probe began
+        self.probed = False  # a probe was judged: no second one
+        self.limit: float | None = None  # back in the cache: the per-byte cost it must stay under
+        self.watch = _Cost()  # back in the cache: its writes since the last look
 
     def write(self, view: memoryview) -> None:
         i = 0
@@ -192,12 +195,19 @@ class _Slices:
         t0 = _clock()
         for i in range(0, len(view), _WRITE_SLICE):
             self.f.write(view[i : i + _WRITE_SLICE])
-        self.cached.add(_clock() - t0, len(view))
+        spent = _clock() - t0
+        self.cached.add(spent, len(view))
         self.pos += len(view)
+        if self.limit is not None:  # back in the cache after a probe: is it still the cheaper?
+            self.watch.add(spent, len(view))
+            if self.watch.bytes >= DIRECT_PROBE:
+                if self.watch.seconds > self.limit * self.watch.bytes:
+                    self.after, self.limit = self.pos, None  # past the cache from the next write
+                self.watch = _Cost()
 
     def _go_direct(self) -> None:
         # before DIRECT_ALWAYS, on probation; one try past it (after a probe lost: the second)
-        probation = self.pos < DIRECT_ALWAYS
+        probation = self.pos < DIRECT_ALWAYS and not self.probed
         self.probe = _Cost() if probation else None
         self.probe_from = _clock()
         self.after = DIRECT_ALWAYS if probation else None
@@ -211,16 +221,19 @@ class _Slices:
     def _judge(self) -> None:
         """Once the probe has written enough: back to the cache (until :data:`DIRECT_ALWAYS`)
         when its writes cost less per byte than the direct ones times the share of the probe's
-        time the writer spent in them (the class's docstring says why); else past it on."""
+        time the writer spent in them (the class's docstring says why); else past it on. Back
+        in the cache, every :data:`DIRECT_PROBE` bytes are timed again (:meth:`_cached`), and
+        once they cost more than that the file goes past it for good."""
         probe = self.probe
         assert probe is not None
         if probe.bytes < DIRECT_PROBE:
             return
-        self.probe = None
+        self.probe, self.probed = None, True
         elapsed = _clock() - self.probe_from
         busy = min(1.0, probe.seconds / elapsed) if elapsed > 0 else 1.0
         direct, cached = probe.per_byte(), self.cached.per_byte()
         if cached is not None and direct is not None and cached < busy * direct:
+            self.limit = busy * direct  # watched: a cache that grows dearer is left again
             self.f.seek(self.pos)  # the buffered file goes on where the direct part ended
             self.close()
 

@@ -330,3 +330,40 @@ def test_back_to_the_cache_where_it_costs_less_than_the_disk_weighted_by_its_hol
         assert seen == [SLICE] * 2 + [SLICE] * 3 + [BLOCK]
     else:  # slices 1..8 and the padded rest past the cache
         assert seen == [SLICE] * 8 + [BLOCK]
+
+
+def test_back_in_the_cache_a_file_that_grows_dearer_there_goes_past_it_again(tmp_path, monkeypatch):
+    """After a probe sent the file back to the cache, every ``DIRECT_PROBE`` bytes of cached
+    writes are timed again: once they cost more per byte than the probe's weighted direct
+    cost (a box whose fresh cache pages turned into host faults), the rest goes past the
+    cache, with no second probe, though ``DIRECT_ALWAYS`` is far off."""
+    if not _has_direct(tmp_path):
+        pytest.skip("this file system (or platform) has no O_DIRECT")
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_PROBE", 2 * SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_ALWAYS", 40 * SLICE)
+    now = [0.0]
+    monkeypatch.setattr(outputs, "_clock", lambda: now[0])
+    files: list[_Clocked] = []
+
+    def slow_direct(k):  # a direct slice takes 0.5; after the probe's two, the cache 1.0
+        now[0] += 0.5
+        if k == 2:
+            files[0].cached_s = 1.0
+
+    _, seen = _direct_writes(monkeypatch, slow_direct)
+    data = [bytes([k]) * SLICE for k in range(9)] + [b"x" * 77]  # a write per slice
+    target = tmp_path / "out.bin"
+    files.append(_Clocked(str(target), now, 0.1))
+    out = outputs._Slices(files[0])
+    try:
+        for part in data:
+            out.write(memoryview(part))
+        out.finish()
+    finally:
+        out.close()
+        files[0].close()
+    assert target.read_bytes() == b"".join(data)
+    # the probe's two slices (1, 2); the cache for two (3, 4), dearer than 0.5 each; past it
+    # from slice 5 on: slices 5..8 and the padded rest
+    assert seen == [SLICE] * 2 + [SLICE] * 4 + [BLOCK]
