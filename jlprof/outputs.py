@@ -162,7 +162,8 @@ class _Slices:
         self.probe_from = 0.0  # when the probe began
         self.probed = False  # a probe was judged: no second one
         self.limit: float | None = None  # back in the cache: the per-byte cost it must stay under
-        self.watch = _Cost()  # back in the cache: its writes since the last look
+        self.watch = _Cost()  # back in the cache: its writes since the probe
+        self.looked = 0  # the watch's bytes when it was last compared
 
     def write(self, view: memoryview) -> None:
         i = 0
@@ -200,10 +201,10 @@ class _Slices:
         self.pos += len(view)
         if self.limit is not None:  # back in the cache after a probe: is it still the cheaper?
             self.watch.add(spent, len(view))
-            if self.watch.bytes >= DIRECT_PROBE:
+            if self.watch.bytes >= self.looked + DIRECT_PROBE:  # all since the probe, so one
+                self.looked = self.watch.bytes  # dear write among cheap ones is not a trend
                 if self.watch.seconds > self.limit * self.watch.bytes:
                     self.after, self.limit = self.pos, None  # past the cache from the next write
-                self.watch = _Cost()
 
     def _go_direct(self) -> None:
         # before DIRECT_ALWAYS, on probation; one try past it (after a probe lost: the second)
@@ -222,8 +223,8 @@ class _Slices:
         """Once the probe has written enough: back to the cache (until :data:`DIRECT_ALWAYS`)
         when its writes cost less per byte than the direct ones times the share of the probe's
         time the writer spent in them (the class's docstring says why); else past it on. Back
-        in the cache, every :data:`DIRECT_PROBE` bytes are timed again (:meth:`_cached`), and
-        once they cost more than that the file goes past it for good."""
+        in the cache, its writes since are compared with that every :data:`DIRECT_PROBE` bytes
+        (:meth:`_cached`), and once they cost more the file goes past it for good."""
         probe = self.probe
         assert probe is not None
         if probe.bytes < DIRECT_PROBE:
