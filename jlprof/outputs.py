@@ -140,10 +140,12 @@ class _Slices:
     them. That share says how much of the disk's time holds the producer up: near 1, each
     direct byte's wait is the producer's; near 0, the disk keeps up and costs no time, only
     saves the copies. The share is a floor: the producer speeds up once the engine's other
-    work ends (at 1M kernels the iteration JSON's probe found the writer 81 % busy and the
-    disk 4.2x the cache's cost per byte; the 0.95 share this rule replaced kept it past the
-    cache, and the command took 2.65 s against 2.37 s; BENCHMARKS.md, 2026-11-27 14:50). On
-    a box where the cache's fresh pages are host faults the cache costs more per byte than the
+    work ends (at 1M kernels the iteration JSON's probe found the writer 76-93 % busy and the
+    disk 1.2-4.2x the cache's cost per byte; the rule before, back only at >= 95 % busy, kept
+    it past the cache, and the command took 2.62 s against 2.30 s: medians of 12 alternated
+    pairs, BENCHMARKS.md 2026-11-27 14:52). Back in the cache, the writes are watched: once
+    those since the probe cost more per byte than that bar, the rest goes past it. On a box
+    where the cache's fresh pages are host faults the cache costs more per byte than the
     disk, and the file stays past it. Past 1 GiB a file is more than the cache holds dirty
     before it makes the writer wait for the disk anyway. A file system that refuses O_DIRECT
     (at open, or ``EINVAL`` at a write) gets the rest of the file through the cache. Errors
