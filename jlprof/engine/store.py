@@ -41,6 +41,12 @@ FRAMES = ("gpu", "api", "nvtx", "marks", "osrt", "gpus")
 ZIP_MAGIC = b"PK\x03\x04"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DLDB_TABLE = "jlprof_dldb"
+#: How the database is written. It is a new file renamed into place only when whole
+#: (:func:`jlprof.outputs.written`), so a rollback journal and its syncs guard nothing: a
+#: failure leaves no file at all. Its rows are Feather blobs, and a page is a write call:
+#: 64 KiB pages make the 1.4 GB database of 10M kernels 21k writes, not 337k of 4 KiB
+#: (BENCHMARKS.md, 2026-11-27 15:0x: 1.2 s less system time for the windowed command).
+DLDB_PRAGMAS = ("page_size = 65536", "journal_mode = OFF", "synchronous = OFF")
 
 
 def is_dldb(path: Path) -> bool:
@@ -440,6 +446,8 @@ def open_dldb(
 
     with written(Path(target), flag) as tmp:  # a failure inside is an OutputError naming it
         conn = sqlite3.connect(tmp)
+        for pragma in DLDB_PRAGMAS:
+            conn.execute(f"PRAGMA {pragma}")
         db = DldbWriter(conn, tmp.parent, check)
         db.meta, db.source, db.warnings = dict(meta or {}), source, list(warnings or [])
         try:

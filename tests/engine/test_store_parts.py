@@ -27,8 +27,10 @@ SIZES = (1, 7, 1000, 65536 + 3)
 def _reference_dldb(trace, path: Path) -> bytes:
     """The database as save_trace wrote it before the part writer (its code, kept here as the
     independent reference): every frame whole through write_feather, in FRAMES order, each
-    frame's bytes cut into rows of PART_BYTES, then the manifest, in one transaction."""
+    frame's bytes cut into rows of PART_BYTES, then the manifest, in one transaction, in
+    pages of 64 KiB (the page size is in the file's bytes; the journal and syncs are not)."""
     con = sqlite3.connect(path)
+    con.execute("PRAGMA page_size = 65536")
     con.execute("CREATE TABLE jlprof_dldb (name TEXT PRIMARY KEY, data BLOB)")
     split = False
     for name in FRAMES:
