@@ -56,7 +56,11 @@ def written(target: str | os.PathLike[str], flag: str = "--output_path") -> Iter
 
 @contextlib.contextmanager
 def written_file(
-    target: str | os.PathLike[str], flag: str = "--output_path", *, background: bool = False
+    target: str | os.PathLike[str],
+    flag: str = "--output_path",
+    *,
+    background: bool = False,
+    bursty: bool = False,
 ) -> Iterator[IO[bytes]]:
     """Like :func:`written`, but yield the temporary file open for binary writing (streaming
     writers); closed before the rename.
@@ -64,12 +68,16 @@ def written_file(
     ``background``: writes go through a thread (a queue of a few buffers), so the next batch is
     formatted while the kernel copies the last one to disk; errors surface in the writer's
     thread at its next write or at the end of the block. The yielded object then only writes.
+    ``bursty`` (with ``background``): the producer writes in bursts with long pauses between
+    them (the windowed engine's parts, one a window), so a probe inside a burst says nothing
+    of the file's pace: the file stays past the page cache from :data:`DIRECT_AFTER`
+    (:class:`_Slices`).
     """
     with written(target, flag) as tmp, open(tmp, "wb") as f:
         if not background:
             yield f
             return
-        pipe = _Pipe(f)
+        pipe = _Pipe(f, bursty=bursty)
         try:
             yield pipe  # type: ignore[misc]
         except BaseException:
@@ -149,10 +157,14 @@ class _Slices:
     disk, and the file stays past it. Past 1 GiB a file is more than the cache holds dirty
     before it makes the writer wait for the disk anyway. A file system that refuses O_DIRECT
     (at open, or ``EINVAL`` at a write) gets the rest of the file through the cache. Errors
-    (a full disk) are raised as from any write.
+    (a full disk) are raised as from any write. ``probe=False`` (a bursty producer,
+    :func:`written_file`): no probe, past the cache from :data:`DIRECT_AFTER` on. At 10M
+    kernels the windowed run's CSV probe fell inside one window's burst (writer 89 % busy),
+    went back to the cache for its first GiB and cost ~1 s of CPU (BENCHMARKS.md,
+    2026-11-27 15:14).
     """
 
-    def __init__(self, f: IO[bytes]) -> None:
+    def __init__(self, f: IO[bytes], probe: bool = True) -> None:
         self.f = f
         self.pos = 0  # bytes given so far
         self.after: int | None = DIRECT_AFTER  # where to go past the cache next (None: never)
@@ -162,7 +174,7 @@ class _Slices:
         self.cached = _Cost()  # the writes through the cache so far
         self.probe: _Cost | None = None  # the writes past it, while comparing the two
         self.probe_from = 0.0  # when the probe began
-        self.probed = False  # a probe was judged: no second one
+        self.probed = not probe  # a probe was judged (or none is wanted): no (other) one
         self.limit: float | None = None  # back in the cache: the per-byte cost it must stay under
         self.watch = _Cost()  # back in the cache: its writes since the probe
         self.looked = 0  # the watch's bytes when it was last compared
@@ -297,8 +309,9 @@ class _Pipe:
     """A write-only file whose writes happen in a thread, in order; the buffers are kept
     alive until written (``memoryview`` of Arrow buffers included)."""
 
-    def __init__(self, f: IO[bytes], depth: int = 2) -> None:
+    def __init__(self, f: IO[bytes], depth: int = 2, bursty: bool = False) -> None:
         self.f = f
+        self.bursty = bursty
         self.name = f.name
         self.q: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self.error: BaseException | None = None
@@ -307,7 +320,7 @@ class _Pipe:
         self.thread.start()
 
     def _run(self) -> None:
-        out = _Slices(self.f)
+        out = _Slices(self.f, probe=not self.bursty)
         try:
             while True:
                 item = self.q.get()

@@ -367,3 +367,36 @@ def test_back_in_the_cache_a_file_that_grows_dearer_there_goes_past_it_again(tmp
     # the probe's two slices (1, 2); the cache for two (3, 4), dearer than 0.5 each; past it
     # from slice 5 on: slices 5..8 and the padded rest
     assert seen == [SLICE] * 2 + [SLICE] * 4 + [BLOCK]
+
+
+def test_a_bursty_producers_file_is_not_probed_and_stays_past_the_cache(tmp_path, monkeypatch):
+    """``probe=False`` (``written_file(bursty=True)``: the windowed engine's parts, one a
+    window): past ``DIRECT_AFTER`` every slice goes past the cache, where a probe would have
+    sent the file back (the disk holding the writer up, the cache quicker)."""
+    if not _has_direct(tmp_path):
+        pytest.skip("this file system (or platform) has no O_DIRECT")
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_PROBE", 2 * SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_ALWAYS", 40 * SLICE)
+    now = [0.0]
+    monkeypatch.setattr(outputs, "_clock", lambda: now[0])
+
+    def slow_direct(_k):
+        now[0] += 0.5
+
+    _, seen = _direct_writes(monkeypatch, slow_direct)
+    data = [bytes([k]) * SLICE for k in range(9)] + [b"x" * 77]
+    for probe, want in ((True, [SLICE] * 2), (False, [SLICE] * 8 + [BLOCK])):
+        seen.clear()
+        target = tmp_path / f"out-{probe}.bin"
+        f = _Clocked(str(target), now, 0.1)
+        out = outputs._Slices(f, probe=probe)
+        try:
+            for part in data:
+                out.write(memoryview(part))
+            out.finish()
+        finally:
+            out.close()
+            f.close()
+        assert target.read_bytes() == b"".join(data)
+        assert seen == want  # probed: two slices, then the cache to the end

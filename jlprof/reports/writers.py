@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -212,22 +212,27 @@ def iteration_files(
     file whole or not at all: an error inside leaves none of them."""
     targets = {f: report_path(output, profile_name, "iteration", f) for f in formats}
     todo = {f: t for f, t in targets.items() if force or not t.exists()}
-    with _parts_into(todo) as write:
+    with _parts_into(todo, bursty=True) as write:  # a part a window, the window's work between
         yield write, list(todo.values())
 
 
 @contextmanager
-def _parts_into(todo: dict[str, Path]) -> Iterator[Callable[[pd.DataFrame], None]]:
+def _parts_into(
+    todo: dict[str, Path], bursty: bool = False
+) -> Iterator[Callable[[pd.DataFrame], None]]:
     """A report's files (format -> path) open for its parts in order: yields a function
     writing one part to every file (CSV and JSON laid out once, batch by batch). Every file
-    whole or not at all."""
+    whole or not at all. ``bursty``: :func:`jlprof.outputs.written_file`'s."""
     from contextlib import ExitStack
 
+    def opened(fmt: str, target: Path) -> IO[bytes]:
+        background = fmt != "parquet"
+        return files.enter_context(
+            outputs.written_file(target, background=background, bursty=bursty and background)
+        )
+
     with ExitStack() as files:
-        streams = [
-            STREAMS[fmt](files.enter_context(outputs.written_file(t, background=fmt != "parquet")))
-            for fmt, t in todo.items()
-        ]
+        streams = [STREAMS[fmt](opened(fmt, t)) for fmt, t in todo.items()]
         yield lambda part: write_frames(streams, part)
         for s in streams:
             s.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -431,3 +432,29 @@ def test_group_partials_are_built_with_the_cube_when_nothing_streams(
     assert len(built) == 2  # the range-only profile's, and the whole one's at load
     got = pd.read_csv(report_path(tmp_path, p.profile_name, "group_node", "csv"))
     pd.testing.assert_frame_equal(got, whole.report("group_node").reset_index(drop=True))
+
+
+def test_the_windowed_iteration_files_are_bursty_and_the_streamed_ones_not(
+    prof, tmp_path, monkeypatch
+):
+    """The windowed engine writes the iteration report a part a window, with the window's work
+    between parts: its CSV and JSON are opened ``bursty`` (never probed, past the page cache
+    from 64 MiB); the whole trace's stream, a part after another, is probed as any file."""
+    from jlprof import outputs
+    from jlprof.reports import tables, writers
+
+    seen: dict[str, bool] = {}
+    real = outputs.written_file
+
+    def spy(target, *args, **kwargs):
+        seen[Path(target).suffix] = kwargs.get("bursty", False)
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(outputs, "written_file", spy)
+    lo, hi = prof.range_of(None, None)
+    with writers.iteration_files(tmp_path, "p", ["csv", "json", "parquet"], False) as (write, _):
+        write(next(iter(tables.iteration_parts(prof, lo, hi))))
+    assert seen == {".csv": True, ".json": True, ".parquet": False}
+    seen.clear()
+    writers.write_reports(prof, tmp_path / "s", ["iteration"], ["csv", "json"], False)
+    assert seen == {".csv": False, ".json": False}
