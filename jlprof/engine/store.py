@@ -44,8 +44,10 @@ DLDB_TABLE = "jlprof_dldb"
 #: How the database is written. It is a new file renamed into place only when whole
 #: (:func:`jlprof.outputs.written`), so a rollback journal and its syncs guard nothing: a
 #: failure leaves no file at all. Its rows are Feather blobs, and a page is a write call:
-#: 64 KiB pages make the 1.4 GB database of 10M kernels 21k writes, not 337k of 4 KiB
-#: (BENCHMARKS.md, 2026-11-27 15:0x: 1.2 s less system time for the windowed command).
+#: with 64 KiB pages the 138 MB database of 1M kernels is 2.1k writes, not 33.7k of 4 KiB
+#: (``strace -c``); the windowed 10M command's system time went from 8.6-9.6 s to 7.3-8.4 s
+#: (BENCHMARKS.md, 2026-11-27, four alternated pairs). Files differ from older jlprof's in
+#: their page size only: every row is the same.
 DLDB_PRAGMAS = ("page_size = 65536", "journal_mode = OFF", "synchronous = OFF")
 
 
