@@ -282,6 +282,41 @@ class _Clocked(io.FileIO):
         return super().write(b)
 
 
+def _probe_stage(tmp_path, monkeypatch, always: int, on_direct=None) -> tuple[list, list]:
+    """The probe's stage in slices: ``DIRECT_AFTER`` one, a probe of two, ``DIRECT_ALWAYS`` at
+    ``always``; a fake clock on which every direct write (a slice) takes 0.5, then
+    ``on_direct(k)`` for the k-th. Returns (the clock, the direct writes' lengths)."""
+    if not _has_direct(tmp_path):
+        pytest.skip("this file system (or platform) has no O_DIRECT")
+    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_PROBE", 2 * SLICE)
+    monkeypatch.setattr(outputs, "DIRECT_ALWAYS", always * SLICE)
+    now = [0.0]
+    monkeypatch.setattr(outputs, "_clock", lambda: now[0])
+
+    def slow_direct(k):
+        now[0] += 0.5
+        if on_direct is not None:
+            on_direct(k)
+
+    return now, _direct_writes(monkeypatch, slow_direct)[1]
+
+
+def _through_slices(f: _Clocked, data: list[bytes], producer_s: float = 0.0, probe=True) -> None:
+    """``data`` written through a :class:`outputs._Slices` of ``f`` in slices, each after
+    ``producer_s`` on ``f``'s clock (the producer's time to make it); then finished, closed."""
+    out = outputs._Slices(f, probe=probe)
+    try:
+        for part in data:
+            for i in range(0, len(part), SLICE):
+                f.now[0] += producer_s
+                out.write(memoryview(part)[i : i + SLICE])
+        out.finish()
+    finally:
+        out.close()
+        f.close()
+
+
 @pytest.mark.parametrize(
     ("producer_s", "cached_s", "goes_back"),
     [
@@ -300,31 +335,10 @@ def test_back_to_the_cache_where_it_costs_less_than_the_disk_weighted_by_its_hol
     back to the cache (until ``DIRECT_ALWAYS``, past it from there) when the cached writes cost
     less per byte than the direct ones times the share of the probe's time spent in them;
     else it stays past the cache. Either way the file holds every byte, in order."""
-    if not _has_direct(tmp_path):
-        pytest.skip("this file system (or platform) has no O_DIRECT")
-    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
-    monkeypatch.setattr(outputs, "DIRECT_PROBE", 2 * SLICE)
-    monkeypatch.setattr(outputs, "DIRECT_ALWAYS", 6 * SLICE)
-    now = [0.0]
-    monkeypatch.setattr(outputs, "_clock", lambda: now[0])
-
-    def slow_direct(_k):  # every direct write (a slice) takes 0.5 on the clock
-        now[0] += 0.5
-
-    _, seen = _direct_writes(monkeypatch, slow_direct)
+    now, seen = _probe_stage(tmp_path, monkeypatch, always=6)
     data = _pieces(9 * SLICE + 77, 9)
     target = tmp_path / "out.bin"
-    f = _Clocked(str(target), now, cached_s)
-    out = outputs._Slices(f)
-    try:
-        for part in data:  # in slices, each after the producer's time to make it
-            for i in range(0, len(part), SLICE):
-                now[0] += producer_s
-                out.write(memoryview(part)[i : i + SLICE])
-        out.finish()
-    finally:
-        out.close()
-        f.close()
+    _through_slices(_Clocked(str(target), now, cached_s), data, producer_s)
     assert target.read_bytes() == b"".join(data)
     if goes_back:  # the probe's two slices; the cache up to 6 slices; past it from there
         assert seen == [SLICE] * 2 + [SLICE] * 3 + [BLOCK]
@@ -337,32 +351,17 @@ def test_back_in_the_cache_a_file_that_grows_dearer_there_goes_past_it_again(tmp
     writes are timed again: once they cost more per byte than the probe's weighted direct
     cost (a box whose fresh cache pages turned into host faults), the rest goes past the
     cache, with no second probe, though ``DIRECT_ALWAYS`` is far off."""
-    if not _has_direct(tmp_path):
-        pytest.skip("this file system (or platform) has no O_DIRECT")
-    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
-    monkeypatch.setattr(outputs, "DIRECT_PROBE", 2 * SLICE)
-    monkeypatch.setattr(outputs, "DIRECT_ALWAYS", 40 * SLICE)
-    now = [0.0]
-    monkeypatch.setattr(outputs, "_clock", lambda: now[0])
     files: list[_Clocked] = []
 
-    def slow_direct(k):  # a direct slice takes 0.5; after the probe's two, the cache 1.0
-        now[0] += 0.5
+    def dearer(k):  # after the probe's two slices, a cached write costs 1.0
         if k == 2:
             files[0].cached_s = 1.0
 
-    _, seen = _direct_writes(monkeypatch, slow_direct)
+    now, seen = _probe_stage(tmp_path, monkeypatch, always=40, on_direct=dearer)
     data = [bytes([k]) * SLICE for k in range(9)] + [b"x" * 77]  # a write per slice
     target = tmp_path / "out.bin"
     files.append(_Clocked(str(target), now, 0.1))
-    out = outputs._Slices(files[0])
-    try:
-        for part in data:
-            out.write(memoryview(part))
-        out.finish()
-    finally:
-        out.close()
-        files[0].close()
+    _through_slices(files[0], data)
     assert target.read_bytes() == b"".join(data)
     # the probe's two slices (1, 2); the cache for two (3, 4), dearer than 0.5 each; past it
     # from slice 5 on: slices 5..8 and the padded rest
@@ -373,30 +372,11 @@ def test_a_bursty_producers_file_is_not_probed_and_stays_past_the_cache(tmp_path
     """``probe=False`` (``written_file(bursty=True)``: the windowed engine's parts, one a
     window): past ``DIRECT_AFTER`` every slice goes past the cache, where a probe would have
     sent the file back (the disk holding the writer up, the cache quicker)."""
-    if not _has_direct(tmp_path):
-        pytest.skip("this file system (or platform) has no O_DIRECT")
-    monkeypatch.setattr(outputs, "DIRECT_AFTER", SLICE)
-    monkeypatch.setattr(outputs, "DIRECT_PROBE", 2 * SLICE)
-    monkeypatch.setattr(outputs, "DIRECT_ALWAYS", 40 * SLICE)
-    now = [0.0]
-    monkeypatch.setattr(outputs, "_clock", lambda: now[0])
-
-    def slow_direct(_k):
-        now[0] += 0.5
-
-    _, seen = _direct_writes(monkeypatch, slow_direct)
+    now, seen = _probe_stage(tmp_path, monkeypatch, always=40)
     data = [bytes([k]) * SLICE for k in range(9)] + [b"x" * 77]
     for probe, want in ((True, [SLICE] * 2), (False, [SLICE] * 8 + [BLOCK])):
         seen.clear()
         target = tmp_path / f"out-{probe}.bin"
-        f = _Clocked(str(target), now, 0.1)
-        out = outputs._Slices(f, probe=probe)
-        try:
-            for part in data:
-                out.write(memoryview(part))
-            out.finish()
-        finally:
-            out.close()
-            f.close()
+        _through_slices(_Clocked(str(target), now, 0.1), data, probe=probe)
         assert target.read_bytes() == b"".join(data)
         assert seen == want  # probed: two slices, then the cache to the end
