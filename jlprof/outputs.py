@@ -247,8 +247,9 @@ class _Slices:
         elapsed = _clock() - self.probe_from
         busy = min(1.0, probe.seconds / elapsed) if elapsed > 0 else 1.0
         direct, cached = probe.per_byte(), self.cached.per_byte()
-        if cached is not None and direct is not None and cached < busy * direct:
-            self.limit = busy * direct  # watched: a cache that grows dearer is left again
+        bar = busy * direct if direct is not None else None
+        if cached is not None and bar is not None and cached < bar:
+            self.limit = bar  # watched: a cache that grows dearer is left again
             self.f.seek(self.pos)  # the buffered file goes on where the direct part ended
             self.close()
 

@@ -38,11 +38,11 @@ The plan's narrow reads go by rowid chunks of :data:`CHUNK_ROWS` (ids, correlati
 processes, times; kernel name ids and copy kinds for the categories), the GPU tables' in a
 thread beside the API table's; whether a narrowed GPU column fits int32 comes from a SQL
 scan of the columns not read that looks for a row where one does not (:func:`_fits_int32`),
-in a third thread. At 10M kernels the plan
-peaks at ~0.7 GB (``intervals.isolated`` over every GPU row's times) and keeps ~0.1 GB:
-per GPU row its window (int32), ``launched``, ``isolated`` and its place in
-``gpu_order`` (int32). A window's read holds one window's frames (~0.35 GB at 1M calls).
-Within a window the API calls are read in a thread of their own while the GPU rows are read.
+in a third thread. At 10M kernels the plan peaks at ~0.7 GB (``intervals.isolated`` over
+every GPU row's times) and keeps ~0.1 GB: per GPU row its window (int32), ``launched``,
+``isolated`` and its place in ``gpu_order`` (int32). A window's read holds one window's
+frames (~0.35 GB at 1M calls). Within a window the API calls are read in a thread of their
+own while the GPU rows are read.
 """
 
 from __future__ import annotations
