@@ -77,7 +77,7 @@ def written_file(
         if not background:
             yield f
             return
-        pipe = _Pipe(f, bursty=bursty)
+        pipe = _Pipe(f, probe=not bursty)
         try:
             yield pipe  # type: ignore[misc]
         except BaseException:
@@ -310,9 +310,9 @@ class _Pipe:
     """A write-only file whose writes happen in a thread, in order; the buffers are kept
     alive until written (``memoryview`` of Arrow buffers included)."""
 
-    def __init__(self, f: IO[bytes], depth: int = 2, bursty: bool = False) -> None:
+    def __init__(self, f: IO[bytes], depth: int = 2, probe: bool = True) -> None:
         self.f = f
-        self.bursty = bursty
+        self.out = _Slices(f, probe=probe)  # written to by the thread alone
         self.name = f.name
         self.q: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self.error: BaseException | None = None
@@ -321,7 +321,7 @@ class _Pipe:
         self.thread.start()
 
     def _run(self) -> None:
-        out = _Slices(self.f, probe=not self.bursty)
+        out = self.out
         try:
             while True:
                 item = self.q.get()

@@ -380,3 +380,13 @@ def test_a_bursty_producers_file_is_not_probed_and_stays_past_the_cache(tmp_path
         _through_slices(_Clocked(str(target), now, 0.1), data, probe=probe)
         assert target.read_bytes() == b"".join(data)
         assert seen == want  # probed: two slices, then the cache to the end
+    # the same through written_file's thread: ``bursty`` is what turns the probe off (the
+    # cached writes cost nothing on the fake clock, so a probe sends the file back)
+    for bursty, want in ((False, [SLICE] * 2), (True, [SLICE] * 8 + [BLOCK])):
+        seen.clear()
+        target = tmp_path / f"piped-{bursty}.bin"
+        with outputs.written_file(target, background=True, bursty=bursty) as f:
+            for part in data:
+                f.write(part)
+        assert target.read_bytes() == b"".join(data)
+        assert seen == want
