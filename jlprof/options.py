@@ -145,6 +145,10 @@ OPTIONS: tuple[Option, ...] = (
            'osrt,cuda,nvtx" (default "-t cuda,nvtx -s none")', "--nsys_options", NSYS,
            magic_help='extra nsys profile flags for the sidecar, e.g. "-t cuda,nvtx,osrt" '
            "(applies when the sidecar starts)"),
+    Option("isolate_network", ("--isolate_network",), parse_bool, False,
+           "run the sidecar's nsys in a private network namespace (loopback only), so that "
+           "nsys's agent port is reachable from nowhere; the profiled code then has no network "
+           "(applies when the sidecar starts)", None, NSYS, surfaces=(MAGIC,), metavar=_BOOL),
     Option("nsys_profile_range", ("--nsys_profile_range",), parse_bool, False,
            "if true, collect only between the program's profiler start and stop calls "
            "(cudaProfilerStart/Stop: nsys --capture-range=cudaProfilerApi; guide §4.6)",

@@ -25,12 +25,36 @@ from jlprof.magics.diff import run_diff
 from jlprof.magics.ranks import reanalyse_ranks
 from jlprof.options import MAGIC, magic_arguments_from_table, notes, parse_words
 
+COMM_MESSAGES = ("comm_open", "comm_msg", "comm_close")
+
+
+def _publish_comm(msg: dict[str, Any]) -> None:
+    """Pass a comm message of the sidecar (a widget's model: tqdm.auto, ipywidgets) to this
+    kernel's frontend, so the widget views it displays have their models."""
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None:  # not in a kernel (a terminal IPython): no frontend to show widgets
+        return
+    content = msg["content"]
+    kernel.session.send(
+        kernel.iopub_socket,
+        msg["header"]["msg_type"],
+        content,
+        metadata=msg.get("metadata") or {},
+        parent=kernel.get_parent(),
+        ident=f"comm-{content.get('comm_id', '')}".encode(),
+        buffers=list(msg.get("buffers") or []),
+    )
+
 
 def forward(msg: dict[str, Any]) -> None:
     """Show one iopub message of the sidecar in this kernel's output, as it arrives."""
     kind = msg["header"]["msg_type"]
     content = msg["content"]
-    if kind == "stream":
+    if kind in COMM_MESSAGES:
+        _publish_comm(msg)
+    elif kind == "stream":
         stream = sys.stderr if content.get("name") == "stderr" else sys.stdout
         stream.write(content.get("text", ""))
         stream.flush()
@@ -63,11 +87,12 @@ def parse_line(magic: Any, line: str) -> Any:
 
 
 def network_line(status: dict[str, Any]) -> str:
-    """What of the sidecar can be reached over the network: nothing, or nsys's agent port."""
+    """The sidecar's network, and what of it can be reached: nothing, or nsys's agent port."""
     if status.get("private_network"):
         return (
-            "network: nsys runs in a private network namespace; no TCP port of the sidecar is "
-            "reachable from outside"
+            "network: --isolate_network: nsys and the profiled code run in a private network "
+            "namespace (loopback only: no network for the profiled code); no TCP port of the "
+            "sidecar is reachable from outside"
         )
     ports = [
         f"{addr}:{port} (pid {pid} {name})"
@@ -75,11 +100,12 @@ def network_line(status: dict[str, Any]) -> str:
         if not addr.startswith("127.") and addr != "::1"
     ]
     if not ports:
-        return "network: no TCP port of the sidecar listens beyond loopback"
+        return "network: the notebook's; no TCP port of the sidecar listens beyond loopback"
     return (
-        f"network: nsys's agent listens on {', '.join(ports)} while the sidecar lives: nsys has "
-        "no option to bind it to loopback, and this system refuses unprivileged network "
-        "namespaces (or JLPROF_SIDECAR_NETNS=0); a firewall can block that port"
+        f"network: the notebook's; nsys's agent listens on {', '.join(ports)} while the sidecar "
+        "lives (nsys's own behaviour, as with nsys profile by hand: it has no option to bind it "
+        "to loopback); a firewall can block that port, or --isolate_network=true hides it in a "
+        "private network namespace, which also cuts the profiled code off the network"
     )
 
 
@@ -163,12 +189,29 @@ class DlprofMagics(Magics):
             result = run.reanalyse(opts)
             self._show(result, opts)
         elif opts.setup:
-            res = run.run_setup(self.session, opts, cell or "", forward, self._say)
+            res = run.run_setup(
+                self.session, opts, cell or "", forward, self._say, on_input=self._input_source()
+            )
             if res.interrupted:
                 self._say("setup cell interrupted; the sidecar keeps its state")
         else:
-            result = run.run_captured(self.session, opts, cell or "", forward, self._say)
+            result = run.run_captured(
+                self.session, opts, cell or "", forward, self._say, on_input=self._input_source()
+            )
             self._show(result, opts)
+
+    def _input_source(self) -> Any:
+        """How the sidecar's ``input()``/``getpass`` are answered: by this kernel's frontend
+        when it takes input (JupyterLab does; nbclient and nbval do not, and then the profiled
+        ``input()`` raises StdinNotImplementedError, as it would in this kernel)."""
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is None or not getattr(kernel, "_allow_stdin", False):
+            return None
+
+        def ask(prompt: str, password: bool) -> str:
+            return kernel.getpass(prompt) if password else kernel.raw_input(prompt)
+
+        return ask
 
     def _kernel(self, opts: opt.RunOptions) -> None:
         if opts.kernel == "status":

@@ -65,6 +65,8 @@ class RunOptions:
     name: str = DEFAULT_NAME
     kernel: str | None = None
     nsys_opts_given: bool = False
+    isolate_network: bool = False
+    isolate_network_given: bool = False
     diff: tuple[Path, Path] | None = None  # --diff BASE NEW (docs/diff.md)
     base_iter_start: int | None = None
     base_iter_stop: int | None = None
@@ -140,6 +142,8 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         name=ns.name,
         kernel=kernel,
         nsys_opts_given=bool(ns.nsys_opts),
+        isolate_network=ns.isolate_network,
+        isolate_network_given="isolate_network" in getattr(ns, "given_options", ()),
         diff=(Path(ns.diff[0]).expanduser(), Path(ns.diff[1]).expanduser()) if ns.diff else None,
         base_iter_start=ns.base_iter_start,
         base_iter_stop=ns.base_iter_stop,

@@ -32,6 +32,7 @@ class Problem(str):
 
 
 OnMessage = Callable[[dict[str, Any]], None]
+OnInput = Callable[[str, bool], str]
 
 STEPS = [
     "stopping the capture",
@@ -72,9 +73,13 @@ class Session:
         self.cwd = cwd
         self.sidecar: Sidecar | None = None
         self.nsys_opts = ""
+        self.isolate_network = False
         self.lost_state = False  # a sidecar died since the last start
 
-    def ensure(self, nsys_opts: str, nsys_opts_given: bool, say: Say) -> Sidecar:
+    def ensure(
+        self, nsys_opts: str, nsys_opts_given: bool, say: Say, isolate_network: bool | None = None
+    ) -> Sidecar:
+        """The running sidecar, or a new one; ``isolate_network`` None: as it runs (or off)."""
         if self.sidecar is not None and not self.sidecar.alive():
             self.sidecar.shutdown(timeout=5)
             self.sidecar = None
@@ -86,6 +91,12 @@ class Session:
                     "apply when it starts: run %dlprof kernel shutdown, then this cell again "
                     "(the sidecar's variables are lost)"
                 )
+            if isolate_network is not None and isolate_network != self.isolate_network:
+                raise JlprofError(
+                    f"the sidecar already runs with --isolate_network={self.isolate_network}; it "
+                    "applies when the sidecar starts: run %dlprof kernel shutdown, then this cell "
+                    "again (the sidecar's variables are lost)"
+                )
             return self.sidecar
         if self.lost_state:
             say(
@@ -94,10 +105,14 @@ class Session:
                     "imports are lost; run your %%dlprof --setup cells again."
                 )
             )
-        sidecar = Sidecar(nsys_opts=nsys_opts, cwd=self.cwd, say=say)
+        isolate = bool(isolate_network)
+        sidecar = Sidecar(nsys_opts=nsys_opts, cwd=self.cwd, say=say, isolate_network=isolate)
         sidecar.start()
+        for note in sidecar.notes:  # before the first capture, not after an empty one
+            say(Problem(note))
         self.sidecar = sidecar
         self.nsys_opts = nsys_opts
+        self.isolate_network = isolate
         self.lost_state = False
         return sidecar
 
@@ -137,11 +152,23 @@ class RunResult:
     """Seconds per step after the cell body (stop capture, finalise, import, export, ...)."""
 
 
-def run_setup(session: Session, opts: RunOptions, code: str, on_message: OnMessage, say: Say):
+def _ensure(session: Session, opts: RunOptions, say: Say) -> Sidecar:
+    isolate = opts.isolate_network if opts.isolate_network_given else None
+    return session.ensure(opts.nsys_opts, opts.nsys_opts_given, say, isolate_network=isolate)
+
+
+def run_setup(
+    session: Session,
+    opts: RunOptions,
+    code: str,
+    on_message: OnMessage,
+    say: Say,
+    on_input: OnInput | None = None,
+):
     """``%%dlprof --setup``: run in the sidecar without capture."""
-    sidecar = session.ensure(opts.nsys_opts, opts.nsys_opts_given, say)
+    sidecar = _ensure(session, opts, say)
     try:
-        return sidecar.execute(code, store_history=True, on_message=on_message)
+        return sidecar.execute(code, store_history=True, on_message=on_message, on_input=on_input)
     except SidecarDied:
         session.died()
         raise
@@ -163,11 +190,16 @@ def _run_folder(opts: RunOptions, cwd: Path | None) -> Path:
 
 
 def run_captured(
-    session: Session, opts: RunOptions, code: str, on_message: OnMessage, say: Say
+    session: Session,
+    opts: RunOptions,
+    code: str,
+    on_message: OnMessage,
+    say: Say,
+    on_input: OnInput | None = None,
 ) -> RunResult:
     """Run ``code`` captured in the sidecar, then analyse what nsys recorded."""
     folder = _run_folder(opts, session.cwd)
-    sidecar = session.ensure(opts.nsys_opts, opts.nsys_opts_given, say)
+    sidecar = _ensure(session, opts, say)
     result = RunResult(folder=folder)
     try:
         sidecar.drain_lines()
@@ -178,7 +210,7 @@ def run_captured(
         )
         if prep.status != "ok":
             raise JlprofError(f"could not start capture in the sidecar: {prep.evalue}")
-        cell = sidecar.execute(code, store_history=True, on_message=on_message)
+        cell = sidecar.execute(code, store_history=True, on_message=on_message, on_input=on_input)
         result.interrupted = cell.interrupted
         if cell.status != "ok":
             result.cell_error = f"{cell.ename}: {cell.evalue}"
@@ -219,9 +251,9 @@ def run_captured(
     if raw is None:
         result.status = "capture_empty"
         result.error = (
-            "nsys wrote no report for this cell: the capture range never started. With NVTX "
-            "capture that happens when the NVTX library records nothing under this nsys (the "
-            "nvtx package after 0.2.10 with nsys 2022.4: pip install nvtx==0.2.10)."
+            "nsys wrote no report for this cell: the capture range never started (nsys's NVTX "
+            "injection did not attach to jlprof's range). nsys said: "
+            f"{nsys._last_lines(sidecar.tail)}"
         )
         step.done("nothing captured")
         _write_manifest(result, opts)

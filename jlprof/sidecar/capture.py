@@ -3,7 +3,9 @@
 The magic executes ``begin()`` before the user's cell and ``end()`` after it. A helper thread owns
 the capture range, so ``--delay``/``--duration`` can start and stop it while the cell runs, and the
 NVTX push and pop of the jlprof range always happen on the same thread (NVTX push/pop ranges are
-per thread). Standard library plus the ``nvtx`` package; no Jupyter import.
+per thread). The range is opened through jlprof's own NVTX client (:mod:`nvtxlib`), never the
+user's ``nvtx`` package, whose later versions record nothing under nsys 2022.4. Standard library
+only; no Jupyter import.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import importlib
 import sys
 import threading
 import time
+from importlib import metadata
 from typing import Any
+
+from jlprof.sidecar import nvtxlib
 
 DOMAIN = "jlprof"
 RANGE = "jlprof_capture"
@@ -22,15 +27,55 @@ NVTX_CAPTURE = f"{RANGE}@{DOMAIN}"
 """``--nvtx-capture`` value: nsys starts collecting when this range is pushed, stops at its pop."""
 
 
-def _nvtx() -> Any:
+_DOMAIN: nvtxlib.Domain | None = None
+
+
+def _domain() -> nvtxlib.Domain:
+    """jlprof's NVTX domain, through its own client (created once, on first use)."""
+    global _DOMAIN
+    if _DOMAIN is None:
+        try:
+            _DOMAIN = nvtxlib.Domain(DOMAIN)
+        except nvtxlib.NvtxUnavailable as exc:
+            raise RuntimeError(f"cannot open jlprof's NVTX capture range: {exc}") from None
+    return _DOMAIN
+
+
+LAST_GOOD_NVTX = (0, 2, 10)
+"""The last ``nvtx`` package whose ranges nsys 2022.4 records (later ones: nothing at all)."""
+LAST_BLIND_NSYS = (2022, 4)
+"""The newest nsys seen to record nothing of ``nvtx`` after 0.2.10 (Debian's 2022.4.2)."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def nvtx_note(nsys_version: str) -> str | None:
+    """Why the user's own NVTX ranges will not be recorded here, with the fix; None when fine.
+
+    Checked when the sidecar starts, before the first capture: with nsys 2022.4 the ``nvtx``
+    package after 0.2.10 records nothing, so key nodes, ops and ``-m pytorch``'s op names
+    would be missing from every profile (jlprof's capture range itself does not use it).
+    """
     try:
-        import nvtx
-    except ImportError:
-        raise RuntimeError(
-            "the sidecar needs the 'nvtx' package to start and stop capture: "
-            "pip install 'nvtx==0.2.10' (later versions record nothing under nsys 2022.4)"
-        ) from None
-    return nvtx
+        have = metadata.version("nvtx")
+    except metadata.PackageNotFoundError:
+        return None
+    if _version(have) <= LAST_GOOD_NVTX or _version(nsys_version)[:2] > LAST_BLIND_NSYS:
+        return None
+    return (
+        f"nsys {nsys_version} records no NVTX ranges of the nvtx package {have} (only 0.2.10 "
+        "and older): your nvtx.annotate ranges and -m pytorch's op names would be missing. Fix: "
+        f"{sys.executable} -m pip install 'nvtx==0.2.10' (then %dlprof kernel restart), or a "
+        "newer nsys"
+    )
 
 
 def _cudart() -> Any:
@@ -60,6 +105,7 @@ class Capture:
         self._stop = threading.Event()
         self._started = threading.Event()
         self._error: BaseException | None = None
+        self._marker = False
         self.count = 0  # captures that actually started (nsys writes one report each)
         self.window_s: tuple[float, float] | None = None
 
@@ -68,10 +114,18 @@ class Capture:
             rc = _cudart().cudaProfilerStart()
             if rc != 0:
                 raise RuntimeError(f"cudaProfilerStart failed (CUDA error {rc})")
-        _nvtx().push_range(RANGE, domain=DOMAIN)
+        if method == "nvtx":
+            _domain().push(RANGE)
+        else:  # the marker that cuts the trace at the range's end; the range works without it
+            try:
+                _domain().push(RANGE)
+                self._marker = True
+            except RuntimeError:
+                self._marker = False
 
     def _finish(self, method: str) -> None:
-        _nvtx().pop_range(domain=DOMAIN)
+        if method == "nvtx" or self._marker:
+            _domain().pop()
         if method == "cudaProfilerApi":
             _cudart().cudaProfilerStop()
 
@@ -80,7 +134,8 @@ class Capture:
     ) -> None:
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError("a capture is already running in this sidecar")
-        _nvtx()  # fail here, in the cell, rather than silently in the thread
+        if method == "nvtx":
+            _domain()  # fail here, in the cell, rather than silently in the thread
         self._stop.clear()
         self._started.clear()
         self._error = None

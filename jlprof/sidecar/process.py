@@ -7,12 +7,18 @@ collected until a cell opens jlprof's capture range, and every captured cell bec
 
 Security: the kernel listens on IPC sockets inside a fresh 0700 folder (never a TCP port) and
 signs messages with a random HMAC key; nsys writes its temporary capture files there too. nsys's
-own agent listens on a TCP port of all interfaces: it runs in a private network namespace where
-the system allows it (:mod:`jlprof.sidecar.netns`).
+own agent listens on a TCP port of all interfaces, as with ``nsys profile`` by hand (named by
+``%dlprof kernel status``); ``isolate_network`` runs nsys, and so the profiled code, in a private
+network namespace instead (:mod:`jlprof.sidecar.netns`), which also cuts that code off the network.
+
+The profiled code otherwise runs as in a plain kernel: the notebook's network, working folder and
+environment; output of child processes captured at the file descriptors; its widgets' comm
+messages and ``input()`` requests passed to the caller (``on_message``, ``on_input``).
 """
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import os
@@ -35,11 +41,10 @@ from jlprof import nsys
 from jlprof.errors import JlprofError
 from jlprof.sidecar import netns
 from jlprof.sidecar.capture import NVTX_CAPTURE
-from jlprof.sidecar.kernel import ORIGINAL_TMPDIR, PARENT_PID
+from jlprof.sidecar.kernel import ORIGINAL_TMPDIR, PARENT_PID, PIPE
 
-NETNS_ENV = "JLPROF_SIDECAR_NETNS"
-"""Set to 0 to run the sidecar's nsys in the notebook's network namespace (its agent's port is
-then reachable from the network, see :mod:`jlprof.sidecar.netns`)."""
+OnInput = Callable[[str, bool], str]
+"""Answers the profiled code's ``input(prompt)`` (``password`` for getpass); raising refuses."""
 
 MIN_NSYS = (2021, 1)
 """``--capture-range-end=repeat`` and NVTX capture of unregistered strings need nsys 2021.1+."""
@@ -61,6 +66,10 @@ class SidecarBusy(JlprofError):
 
 class NsysTooOld(nsys.NsysNotFound):
     """The nsys found is older than the sidecar needs."""
+
+
+class NoPrivateNetwork(JlprofError):
+    """``isolate_network`` was asked for where the system refuses unprivileged namespaces."""
 
 
 @dataclass
@@ -159,6 +168,7 @@ class Sidecar:
         cwd: str | os.PathLike[str] | None = None,
         python: str = sys.executable,
         say: Callable[[str], None] | None = None,
+        isolate_network: bool = False,
     ) -> None:
         self.method = method or ("cudaProfilerApi" if cuda_usable() else "nvtx")
         self.nsys_opts = nsys_opts
@@ -175,7 +185,10 @@ class Sidecar:
         self._lines: queue.Queue[str] = queue.Queue()
         self._seen: set[str] = set()
         self._reader: threading.Thread | None = None
+        self.isolate_network = isolate_network
         self.private_network = False
+        self.notes: list[str] = []
+        """Problems found at start that affect every capture (the user's NVTX not recorded)."""
 
     # ---- life cycle ----------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> None:
@@ -219,12 +232,18 @@ class Sidecar:
         # nsys block-buffers its stdout into a pipe; its "Generating ..." lines are needed live
         stdbuf = shutil.which("stdbuf")
         argv = [stdbuf, "-oL", *cmd.argv] if stdbuf else cmd.argv
-        # nsys's agent listens on 0.0.0.0 (2022.4, no option against it): in a private network
-        # namespace where the system allows one, its port exists only in there
-        self.private_network = os.environ.get(NETNS_ENV, "1") != "0" and netns.available(
-            self.python
-        )
-        if self.private_network:
+        # nsys's agent listens on 0.0.0.0 (2022.4, no option against it): only where asked, in
+        # a private network namespace, where its port exists alone (and the profiled code with it)
+        if self.isolate_network:
+            if not netns.available(self.python):
+                self._cleanup()
+                raise NoPrivateNetwork(
+                    "--isolate_network=true: this system refuses unprivileged user and network "
+                    "namespaces (sysctl kernel.unprivileged_userns_clone, or a container without "
+                    "them); run without it and block nsys's agent port (%dlprof kernel status) "
+                    "with a firewall"
+                )
+            self.private_network = True
             argv = netns.wrap(argv, self.python)
         env = {
             **os.environ,
@@ -232,7 +251,7 @@ class Sidecar:
             "TMPDIR": str(self.dir / "tmp"),
             ORIGINAL_TMPDIR: os.environ.get("TMPDIR", ""),
             PARENT_PID: str(os.getpid()),
-            "PYTHONUNBUFFERED": "1",
+            PIPE: f"ipc://{self.dir / 'pipe'}",
         }
         self.say(f"starting the sidecar kernel under nsys {info.version_text}")
         # its own session: a notebook-kernel interrupt (SIGINT to our process group) must not
@@ -278,12 +297,17 @@ class Sidecar:
         res = self.execute(
             "import jlprof.sidecar.capture as _jlprof_capture",
             silent=True,
-            user_expressions={"pid": "__import__('os').getpid()"},
+            user_expressions={
+                "pid": "__import__('os').getpid()",
+                "nvtx": f"_jlprof_capture.nvtx_note({info.version_text!r})",
+            },
         )
         if res.status != "ok":
             self.shutdown()
             raise JlprofError(f"the sidecar cannot import jlprof: {res.ename}: {res.evalue}")
         self.kernel_pid = int(res.expression("pid"))
+        note = ast.literal_eval(res.expression("nvtx"))
+        self.notes = [note] if note else []
         atexit.register(self.shutdown)
 
     def _read_output(self) -> None:
@@ -399,9 +423,14 @@ class Sidecar:
         store_history: bool = False,
         user_expressions: dict[str, str] | None = None,
         on_message: OnMessage | None = None,
+        on_input: OnInput | None = None,
         interrupt_on: tuple[type[BaseException], ...] = (KeyboardInterrupt,),
     ) -> ExecResult:
         """Run ``code``; iopub messages of this request go to ``on_message`` as they arrive.
+
+        With ``on_input``, the code's ``input()``/``getpass`` requests are answered by it (the
+        notebook asks its own frontend); without, they raise ipykernel's
+        ``StdinNotImplementedError`` in the sidecar, as in a frontend without input.
 
         A KeyboardInterrupt here (the notebook kernel was interrupted) interrupts the sidecar and
         keeps waiting for its reply, so the caller can still stop the capture cleanly.
@@ -415,7 +444,7 @@ class Sidecar:
             silent=silent,
             store_history=store_history,
             user_expressions=user_expressions or {},
-            allow_stdin=False,
+            allow_stdin=on_input is not None,
             stop_on_error=False,
         )
         reply: dict[str, Any] | None = None
@@ -447,6 +476,11 @@ class Sidecar:
                                         self.interrupt()
                                 if on_message is not None:
                                     on_message(msg)
+                if on_input is not None and reply is None:
+                    with contextlib.suppress(queue.Empty):
+                        msg = client.get_stdin_msg(timeout=0)
+                        if msg["header"]["msg_type"] == "input_request":
+                            self._answer(msg["content"], on_input)
                 if reply is None:
                     with contextlib.suppress(queue.Empty):
                         msg = client.get_shell_msg(timeout=0 if not idle else 0.05)
@@ -485,6 +519,18 @@ class Sidecar:
             user_expressions=content.get("user_expressions", {}),
             interrupted=interrupted,
         )
+
+    def _answer(self, request: dict[str, Any], on_input: OnInput) -> None:
+        """Reply to one input request with what ``on_input`` gives. When it fails, the code
+        waiting for the answer is interrupted (its ``input()`` raises KeyboardInterrupt); an
+        interrupt of the notebook's own input propagates to :meth:`execute`, which passes it on.
+        """
+        try:
+            value = on_input(request.get("prompt", ""), bool(request.get("password")))
+        except Exception:
+            self.interrupt()
+            return
+        self.client.input(value)
 
     def _death_message(self) -> str:
         code = self.proc.poll() if self.proc is not None else None

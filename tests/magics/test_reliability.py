@@ -68,11 +68,51 @@ def test_no_cuda_api_table_is_a_warning(shell, export, tmp_path) -> None:
 def test_kernel_status_network_line() -> None:
     from jlprof.magics.dlprof import network_line
 
-    assert "private network namespace" in network_line({"private_network": True})
+    private = network_line({"private_network": True})
+    assert "private network namespace" in private and "no network for the profiled code" in private
     st = {"private_network": False, "listeners": [("0.0.0.0", 41937, 20652, "nsys"),
                                                   ("127.0.0.1", 54931, 20652, "nsys")]}  # fmt: skip
     line = network_line(st)
     assert "listens on 0.0.0.0:41937 (pid 20652 nsys)" in line and "54931" not in line
-    assert "no option to bind it to loopback" in line
+    assert "no option to bind it to loopback" in line and line.startswith("network: the notebook's")
     only_local = {"private_network": False, "listeners": [("127.0.0.1", 5, 1, "nsys")]}
     assert "no TCP port of the sidecar listens beyond loopback" in network_line(only_local)
+
+
+class _Kernel:
+    """What of ipykernel's Kernel the comm forwarding uses, recording what it sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple] = []
+        self.iopub_socket = object()
+        self.parent = {"header": {"msg_id": "the-notebook-cell"}}
+        self.session = self
+
+    def send(self, socket, kind, content, **kw) -> None:  # Session.send
+        self.sent.append((socket, kind, content, kw))
+
+    def get_parent(self, channel=None):
+        return self.parent
+
+
+def test_widget_comm_messages_of_the_sidecar_reach_the_frontend(monkeypatch) -> None:
+    """A sidecar's comm_open/comm_msg/comm_close (tqdm.auto's ipywidgets models) go out on the
+    notebook kernel's IOPub as the cell's, buffers included, so their views display."""
+    import IPython
+
+    from jlprof.magics.dlprof import forward
+
+    kernel = _Kernel()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": kernel})())
+    state = {"_model_name": "FloatProgressModel", "value": 0}
+    forward({"header": {"msg_type": "comm_open"}, "metadata": {"version": "2.1.0"},
+             "content": {"comm_id": "c1", "target_name": "jupyter.widget",
+                         "data": {"state": state}}, "buffers": [b"\x01"]})  # fmt: skip
+    forward({"header": {"msg_type": "comm_msg"}, "metadata": {},
+             "content": {"comm_id": "c1", "data": {"method": "update"}}})  # fmt: skip
+    forward({"header": {"msg_type": "comm_close"}, "content": {"comm_id": "c1", "data": {}}})
+    assert [k for _s, k, _c, _kw in kernel.sent] == ["comm_open", "comm_msg", "comm_close"]
+    socket, _kind, content, kw = kernel.sent[0]
+    assert socket is kernel.iopub_socket and content["data"]["state"] is state
+    assert kw["parent"] is kernel.parent and kw["ident"] == b"comm-c1"
+    assert kw["buffers"] == [b"\x01"] and kw["metadata"] == {"version": "2.1.0"}

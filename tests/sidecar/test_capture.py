@@ -7,16 +7,39 @@ import sys
 import time
 import types
 
-from jlprof.sidecar import capture
+import pytest
+
+from jlprof.sidecar import capture, nvtxlib
 
 
-def test_capture_runs_until_end():
+class _Domain:
+    """Stands in for jlprof's NVTX client outside nsys (where no tool attaches to it)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def push(self, message: str) -> None:
+        self.calls.append(f"push {message}")
+
+    def pop(self) -> None:
+        self.calls.append("pop")
+
+
+@pytest.fixture(autouse=True)
+def domain(monkeypatch):
+    fake = _Domain()
+    monkeypatch.setattr(capture, "_DOMAIN", fake)
+    return fake
+
+
+def test_capture_runs_until_end(domain):
     cap = capture.Capture()
     t0 = time.time()
     cap.begin("nvtx")
     time.sleep(0.2)
     info = cap.end()
     assert info == {"captured": True, "count": 1, "error": None}
+    assert domain.calls == [f"push {capture.RANGE}", "pop"]
     start, stop = cap.window_s
     assert t0 <= start and stop - start >= 0.2
 
@@ -74,3 +97,37 @@ def test_pytorch_annotation_is_initialised_when_asked_or_torch_is_loaded(monkeyp
     assert capture.init_torch("pytorch") == "not annotated: torch is not installed"
     monkeypatch.setitem(sys.modules, "jlprof.torch", None)  # a build without jlprof.torch
     assert capture.init_torch("pytorch") == "jlprof.torch not available"
+
+
+def test_outside_nsys_the_range_says_why_it_cannot_open(monkeypatch):
+    monkeypatch.setattr(capture, "_DOMAIN", None)
+    monkeypatch.delenv("NVTX_INJECTION64_PATH", raising=False)
+    monkeypatch.setattr(nvtxlib.Domain, "_client", None)
+    with pytest.raises(RuntimeError, match="no NVTX tool is attached to this process"):
+        capture.Capture().begin("nvtx")
+
+
+@pytest.mark.parametrize(
+    ("nvtx_version", "nsys_version", "noted"),
+    [
+        ("0.2.17", "2022.4.2.1", True),
+        ("0.2.11", "2022.4.2.1", True),
+        ("0.2.10", "2022.4.2.1", False),
+        ("0.2.5", "2021.3.1.54", False),
+        ("0.2.17", "2024.6.1.90", False),  # not seen to fail: no claim made
+        (None, "2022.4.2.1", False),  # no nvtx package: nothing to warn about
+    ],
+)
+def test_the_users_nvtx_is_checked_against_nsys(monkeypatch, nvtx_version, nsys_version, noted):
+    def version(name: str) -> str:
+        assert name == "nvtx"
+        if nvtx_version is None:
+            raise capture.metadata.PackageNotFoundError(name)
+        return nvtx_version
+
+    monkeypatch.setattr(capture.metadata, "version", version)
+    note = capture.nvtx_note(nsys_version)
+    assert (note is not None) is noted
+    if noted:
+        assert note.startswith(f"nsys {nsys_version} records no NVTX ranges of the nvtx package")
+        assert "-m pip install 'nvtx==0.2.10'" in note and "newer nsys" in note

@@ -20,7 +20,7 @@ import pytest
 from jlprof import nsys
 from jlprof.sidecar import Sidecar, SidecarBusy, netns
 from jlprof.sidecar.capture import NVTX_CAPTURE
-from jlprof.sidecar.process import NETNS_ENV, remove_stale_folders
+from jlprof.sidecar.process import remove_stale_folders
 
 pytestmark = [pytest.mark.nsys, pytest.mark.slow]
 
@@ -87,37 +87,180 @@ def nsys_ports_seen_by_ss(car: Sidecar) -> list[str]:
     return [line for line in out.splitlines() if any(f"pid={pid}," in line for pid in pids)]
 
 
-@pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) is not installed")
-def test_no_listener_reachable_from_the_network(pair):
-    """nsys's agent listens on 0.0.0.0; in the private namespace nobody outside sees that port."""
-    car = pair[0]
-    if not netns.available():
-        pytest.skip("this system refuses unprivileged network namespaces")
-    assert car.private_network and car.status()["listeners"] == []
-    assert nsys_ports_seen_by_ss(car) == []
+@pytest.fixture
+def local_server():
+    """An HTTP server of the notebook's side on 127.0.0.1 (the issue's first failure)."""
+    import http.server
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"hello from the notebook's host")
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
 
 
-@pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) is not installed")
-def test_without_the_namespace_the_agent_port_is_named(tmp_path, monkeypatch):
-    """The evidence for nsys's own limit, and what ``%dlprof kernel status`` then says."""
-    if shutil.which("nsys") is None:
-        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+FETCH = (
+    "import urllib.request\n"
+    "try:\n"
+    "    got = urllib.request.urlopen('http://localhost:{port}/', timeout=10).read().decode()\n"
+    "except OSError as exc:\n"
+    "    got = f'failed: {{exc}}'\n"
+    "print(got)"
+)
+
+
+def run_text(car: Sidecar, code: str, **kw) -> tuple[str, list[dict]]:
+    """What ``code`` printed in the sidecar (every stream message) and all its iopub messages."""
+    msgs: list[dict] = []
+    res = car.execute(code, on_message=msgs.append, **kw)
+    assert res.status == "ok", (res.ename, res.evalue)
+    out = "".join(m["content"]["text"] for m in msgs if m["header"]["msg_type"] == "stream")
+    return out, msgs
+
+
+def test_the_profiled_code_has_the_notebooks_network(pair, local_server):
+    """By default the sidecar shares the notebook's network: a server on the host's 127.0.0.1,
+    found through a name lookup ('localhost'), answers; nsys's agent port is then named."""
     from jlprof.magics.dlprof import network_line
 
-    monkeypatch.setenv(NETNS_ENV, "0")
-    car = Sidecar(cwd=tmp_path)
+    car = pair[0]
+    out, _ = run_text(car, FETCH.format(port=local_server))
+    assert out == "hello from the notebook's host\n"
+    st = car.status()
+    assert not st["private_network"]
+    wide = [(a, port, name) for a, port, _pid, name in st["listeners"] if a == "0.0.0.0"]
+    assert wide and all(name == "nsys" for _a, _p, name in wide), st["listeners"]
+    if shutil.which("ss") is not None:  # what the issue's user ran sees the same port
+        assert any(f"0.0.0.0:{wide[0][1]}" in line for line in nsys_ports_seen_by_ss(car))
+    line = network_line(st)
+    assert line.startswith("network: the notebook's;")
+    assert f"nsys's agent listens on 0.0.0.0:{wide[0][1]}" in line
+    assert "no option to bind it to loopback" in line and "--isolate_network=true" in line
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) is not installed")
+def test_isolate_network_hides_the_agent_and_cuts_the_code_off(tmp_path, local_server):
+    """--isolate_network: nsys's agent port is reachable from nowhere, and, as its note says,
+    the profiled code has no network (the host's 127.0.0.1 is not its loopback)."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    if not netns.available():
+        pytest.skip("this system refuses unprivileged network namespaces")
+    car = Sidecar(cwd=tmp_path, isolate_network=True)
     car.start()
     try:
-        st = car.status()
-        assert not st["private_network"]
-        wide = [(a, port, name) for a, port, _pid, name in st["listeners"] if a == "0.0.0.0"]
-        assert wide and all(name == "nsys" for _a, _p, name in wide), st["listeners"]
-        assert any(f"0.0.0.0:{wide[0][1]}" in line for line in nsys_ports_seen_by_ss(car))
-        line = network_line(st)
-        assert f"nsys's agent listens on 0.0.0.0:{wide[0][1]}" in line
-        assert "no option to bind it to loopback" in line
+        assert car.private_network and car.status()["listeners"] == []
+        assert nsys_ports_seen_by_ss(car) == []
+        out, _ = run_text(car, FETCH.format(port=local_server))
+        assert out.startswith("failed:") and "Connection refused" in out, out
     finally:
         car.shutdown()
+
+
+def test_isolate_network_where_namespaces_are_refused_says_so(tmp_path, monkeypatch):
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    from jlprof.sidecar.process import NoPrivateNetwork
+
+    monkeypatch.setattr(netns, "available", lambda python=None: False)
+    car = Sidecar(cwd=tmp_path, isolate_network=True)
+    with pytest.raises(NoPrivateNetwork, match="refuses unprivileged user and network"):
+        car.start()
+    assert car.dir is None and car.proc is None  # nothing left behind
+
+
+def test_the_working_folder_and_environment_are_the_notebooks(pair):
+    """The sidecar's os.getcwd() and os.environ are the notebook's, but for what nsys itself
+    adds to inject its libraries (LD_PRELOAD, its injection's variables) and what ipykernel
+    sets in any kernel."""
+    car = pair[0]
+    got = car.execute(
+        "pass",
+        user_expressions={"e": "(__import__('os').getcwd(), dict(__import__('os').environ))"},
+    ).expression("e")
+    cwd, env = eval(got)  # the repr of a str and a dict
+    assert cwd == str(car.cwd)
+    ours = dict(os.environ)
+    changed = {k for k in env.keys() & ours.keys() if env[k] != ours[k]}
+    added = env.keys() - ours.keys()
+    removed = ours.keys() - env.keys()
+    # ipykernel's own shell sets these in every kernel (TERM=xterm-color, PAGER=cat, ...);
+    # pytest's marker names the test that runs, which changed since the sidecar started
+    kernel_own = {"TERM", "CLICOLOR", "PAGER", "GIT_PAGER", "MPLBACKEND", "PYTEST_CURRENT_TEST"}
+    assert removed == set(), removed
+    assert changed <= {"LD_PRELOAD", *kernel_own}, changed
+    # nsys adds its injection's variables (QUADD_*, NVTX_INJECTION64_PATH, ...); jlprof nothing
+    ours_added = [k for k in added if k.startswith(("JLPROF", "_STDBUF", "PYTHONUNBUFFERED"))]
+    assert ours_added == [] and env.get("TMPDIR") == ours.get("TMPDIR"), ours_added
+
+
+def test_child_processes_output_reaches_the_cell(pair):
+    """subprocess, multiprocessing fork workers and raw fd writes are captured at the file
+    descriptors / through the fork pipe (an IPC socket: still no TCP port, see above)."""
+    car = pair[1]
+    code = (
+        "import multiprocessing as mp, os, subprocess, sys\n"
+        "subprocess.run(['echo', 'from echo'], check=True)\n"
+        "os.write(1, b'raw fd 1\\n')\n"
+        "os.write(2, b'raw fd 2\\n')\n"
+        "def work(i):\n"
+        "    print(f'fork worker {i}', flush=True)\n"
+        "for i in range(2):\n"
+        "    p = mp.get_context('fork').Process(target=work, args=(i,))\n"
+        "    p.start(); p.join()\n"
+        "sys.stdout.flush()\n"
+    )
+    out, msgs = run_text(car, code)
+    lines = out.splitlines()
+    for want in ("from echo", "raw fd 1", "raw fd 2", "fork worker 0", "fork worker 1"):
+        assert want in lines, (want, out)
+    streams = {m["content"]["name"] for m in msgs if m["header"]["msg_type"] == "stream"}
+    assert streams == {"stdout", "stderr"}
+    kernel = psutil.Process(car.kernel_pid)
+    assert [c for c in kernel.net_connections(kind="inet") if c.status == "LISTEN"] == []
+    assert (car.dir / "pipe").is_socket()
+
+
+def test_widgets_comm_messages_are_passed_on(pair):
+    """tqdm.auto in the sidecar makes ipywidgets models: their comm_open/comm_msg messages
+    come with the cell's output, for the notebook to publish to its frontend."""
+    pytest.importorskip("ipywidgets")
+    pytest.importorskip("tqdm")
+    _out, msgs = run_text(pair[1], "from tqdm.auto import tqdm\nfor _ in tqdm(range(3)): pass")
+    kinds = [m["header"]["msg_type"] for m in msgs]
+    opened = {m["content"]["comm_id"] for m in msgs if m["header"]["msg_type"] == "comm_open"}
+    views = [
+        m["content"]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+        for m in msgs
+        if m["header"]["msg_type"] == "display_data"
+        and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
+    ]
+    assert views and set(views) <= opened, kinds
+    assert "comm_msg" in kinds  # the bar's updates
+
+
+def test_input_is_answered_by_the_notebook_or_refused_as_in_a_plain_kernel(pair):
+    car = pair[1]
+    asked: list[tuple[str, bool]] = []
+
+    def answer(prompt: str, password: bool) -> str:
+        asked.append((prompt, password))
+        return "forty-two"
+
+    out, _ = run_text(car, "print('got', input('your answer? '))", on_input=answer)
+    assert out == "got forty-two\n" and asked == [("your answer? ", False)]
+    res = car.execute("input('x')")  # a frontend without input, as nbclient's
+    assert res.status == "error" and res.ename == "StdinNotImplementedError"
+    assert "frontend does not support input requests" in res.evalue
 
 
 def test_two_sidecars_capture_their_own_cells_at_once(pair):
@@ -146,6 +289,39 @@ def test_two_sidecars_capture_their_own_cells_at_once(pair):
                 ).fetchall()
             )
         assert rows.get(f"mine_{i}") == 3 + i and f"mine_{1 - i}" not in rows
+
+
+def test_the_capture_range_does_not_use_the_users_nvtx(tmp_path, monkeypatch):
+    """An nvtx package that records nothing (as 0.2.17 under nsys 2022.4; here a stand-in
+    first on the path) leaves jlprof's own range working, and the sidecar says at start that
+    the user's ranges will not be recorded, with the fix."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys (Nsight Systems CLI) is not on PATH")
+    fake = tmp_path / "site"
+    (fake / "nvtx").mkdir(parents=True)
+    (fake / "nvtx" / "__init__.py").write_text(
+        "def push_range(*a, **k): pass\ndef pop_range(*a, **k): pass\n"
+        "class annotate:\n    def __init__(self, *a, **k): pass\n"
+        "    def __enter__(self): return self\n    def __exit__(self, *a): pass\n"
+    )
+    dist = fake / "nvtx-0.2.17.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: nvtx\nVersion: 0.2.17\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake), *sys.path]))
+    car = Sidecar(cwd=tmp_path)
+    car.start()
+    try:
+        where = car.execute("import nvtx", user_expressions={"f": "nvtx.__file__"}).expression("f")
+        assert str(fake) in where
+        raw = capture(car, "import nvtx\nwith nvtx.annotate('step'): x = 1")
+        assert raw.exists()
+        version = nsys.find_nsys().version[:2]
+        if version <= (2022, 4):
+            (note,) = car.notes
+            assert "records no NVTX ranges of the nvtx package 0.2.17" in note
+            assert "pip install 'nvtx==0.2.10'" in note
+    finally:
+        car.shutdown()
 
 
 def test_each_capture_is_a_new_report(pair):
