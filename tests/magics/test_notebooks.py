@@ -145,3 +145,27 @@ def test_two_notebooks_had_separate_sidecars_and_folders(notebooks):
     runs_a = {p.name for p in (a_dir / "jlprof_runs").iterdir()}
     runs_b = {p.name for p in (b_dir / "jlprof_runs").iterdir()}
     assert runs_a and runs_b and not runs_a & runs_b
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def test_a_widget_made_in_the_sidecar_reaches_the_frontend(tmp_path, need_nsys):
+    """A tqdm.auto bar in a sidecar cell: the frontend (nbclient keeps what it is sent, as
+    JupyterLab's widget manager does) gets its models and their updates, not only a view of a
+    model it never heard of ("Error displaying widget")."""
+    pytest.importorskip("tqdm")
+    cells = [
+        "%load_ext jlprof",
+        "%%dlprof --setup\nfrom tqdm.auto import tqdm\nfor _ in tqdm(range(3), desc='epoch'):\n"
+        "    pass",
+        "%dlprof kernel shutdown",
+    ]
+    nb = nbformat.read(write_notebook(tmp_path, "w.ipynb", cells), as_version=4)
+    NotebookClient(nb, timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    views = [o["data"][WIDGET_VIEW]["model_id"] for o in nb.cells[1].outputs
+             if WIDGET_VIEW in o.get("data", {})]  # fmt: skip
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    assert views and all(v in state for v in views), (views, list(state))
+    bars = [m["state"] for m in state.values() if m["model_name"] == "FloatProgressModel"]
+    assert [(b["value"], b["max"]) for b in bars] == [(3, 3)]  # the updates arrived too
