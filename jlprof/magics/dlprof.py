@@ -230,8 +230,11 @@ class DlprofMagics(Magics):
             print("sidecar: shut down" if had else "sidecar: was not running")
         else:
             nsys_opts = opts.nsys_opts if opts.nsys_opts_given else self.session.nsys_opts
+            isolate = (
+                opts.isolate_network if opts.isolate_network_given else self.session.isolate_network
+            )
             self.session.shutdown()
-            self.session.ensure(nsys_opts, True, self._say)
+            self.session.ensure(nsys_opts, True, self._say, isolate_network=isolate)
             print("sidecar: restarted (fresh state)")
 
     def _show(self, result: run.RunResult, opts: opt.RunOptions) -> None:

@@ -79,7 +79,8 @@ class Session:
     def ensure(
         self, nsys_opts: str, nsys_opts_given: bool, say: Say, isolate_network: bool | None = None
     ) -> Sidecar:
-        """The running sidecar, or a new one; ``isolate_network`` None: as it runs (or off)."""
+        """The running sidecar, or a new one; ``isolate_network`` None: as the last one (a
+        sidecar that died comes back as it was), off after :meth:`shutdown`."""
         if self.sidecar is not None and not self.sidecar.alive():
             self.sidecar.shutdown(timeout=5)
             self.sidecar = None
@@ -105,7 +106,7 @@ class Session:
                     "imports are lost; run your %%dlprof --setup cells again."
                 )
             )
-        isolate = bool(isolate_network)
+        isolate = self.isolate_network if isolate_network is None else isolate_network
         sidecar = Sidecar(nsys_opts=nsys_opts, cwd=self.cwd, say=say, isolate_network=isolate)
         sidecar.start()
         for note in sidecar.notes:  # before the first capture, not after an empty one
@@ -131,6 +132,7 @@ class Session:
             self.sidecar.shutdown()
         self.sidecar = None
         self.lost_state = False
+        self.isolate_network = False
         return had
 
 

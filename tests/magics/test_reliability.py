@@ -10,6 +10,7 @@ import hashlib
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 import pytest
@@ -116,3 +117,48 @@ def test_widget_comm_messages_of_the_sidecar_reach_the_frontend(monkeypatch) -> 
     assert socket is kernel.iopub_socket and content["data"]["state"] is state
     assert kw["parent"] is kernel.parent and kw["ident"] == b"comm-c1"
     assert kw["buffers"] == [b"\x01"] and kw["metadata"] == {"version": "2.1.0"}
+
+
+class _FakeSidecar:
+    """Records how the session starts sidecars (no nsys)."""
+
+    started: ClassVar[list[bool]] = []
+
+    def __init__(self, *, nsys_opts, cwd, say, isolate_network) -> None:
+        self.isolate_network = isolate_network
+        self.notes = ["nsys 2022.4.2.1 records no NVTX ranges of the nvtx package 0.2.17"]
+        self.up = False
+
+    def start(self) -> None:
+        self.up = True
+        _FakeSidecar.started.append(self.isolate_network)
+
+    def alive(self) -> bool:
+        return self.up
+
+    def shutdown(self, timeout: float = 60.0) -> None:
+        self.up = False
+
+
+def test_isolate_network_applies_when_the_sidecar_starts(monkeypatch) -> None:
+    from jlprof.errors import JlprofError
+    from jlprof.magics import run
+
+    monkeypatch.setattr(run, "Sidecar", _FakeSidecar)
+    _FakeSidecar.started = []
+    said: list[str] = []
+    session = run.Session()
+    car = session.ensure("", False, said.append, isolate_network=True)
+    assert _FakeSidecar.started == [True] and car.isolate_network
+    # the start-up note (the user's NVTX not recorded) is said at once, as a problem (stderr)
+    assert said == car.notes and isinstance(said[0], run.Problem)
+    assert session.ensure("", False, said.append) is car  # not given: the running one
+    assert session.ensure("", False, said.append, isolate_network=True) is car
+    with pytest.raises(JlprofError, match="already runs with --isolate_network=True"):
+        session.ensure("", False, said.append, isolate_network=False)
+    car.up = False  # it died: the next one comes back as it was
+    session.ensure("", False, said.append)
+    assert _FakeSidecar.started == [True, True]
+    session.shutdown()  # shut down on purpose: the next one is the default again
+    session.ensure("", False, said.append)
+    assert _FakeSidecar.started == [True, True, False]
