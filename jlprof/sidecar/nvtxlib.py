@@ -83,14 +83,17 @@ class _Client:
     """One NVTX client instance: its slot tables, filled by the injection library once."""
 
     def __init__(self) -> None:
-        # slot i of module m: a function pointer the injection library writes (NULL = no-op)
+        # per module: slots 1..n-1 hold the function pointers the injection library writes
+        # (NULL: a no-op), and the table handed to it holds their addresses, 0 first and last,
+        # as ``functionTable_<MODULE>[SIZE + 1]`` in nvtxImpl.h
+        width = ctypes.sizeof(ctypes.c_void_p)
         self.slots = {m: (ctypes.c_void_p * (n + 1))() for m, n in _MODULE_SIZES.items()}
-        self.tables = {
-            m: (ctypes.c_void_p * (n + 1))(
-                0, *[ctypes.addressof(s) + i * ctypes.sizeof(ctypes.c_void_p) for i in range(1, n)]
+        self.tables = {}
+        for module, n in _MODULE_SIZES.items():
+            base = ctypes.addressof(self.slots[module])
+            self.tables[module] = (ctypes.c_void_p * (n + 1))(
+                0, *[base + i * width for i in range(1, n)]
             )
-            for m, (n, s) in ((m, (n, self.slots[m])) for m, n in _MODULE_SIZES.items())
-        }
         self.get_module = _GetModuleFunctionTable(self._get_module)
         self.set_version = _SetInjectionNvtxVersion(lambda _v: None)
         self.callbacks = _Callbacks(ctypes.sizeof(_Callbacks), self.get_module)

@@ -313,8 +313,18 @@ def test_the_capture_range_does_not_use_the_users_nvtx(tmp_path, monkeypatch):
     try:
         where = car.execute("import nvtx", user_expressions={"f": "nvtx.__file__"}).expression("f")
         assert str(fake) in where
-        raw = capture(car, "import nvtx\nwith nvtx.annotate('step'): x = 1")
-        assert raw.exists()
+        raw = capture(car, "import time\ntime.sleep(0.2)")
+        copy = tmp_path / raw.name
+        shutil.copyfile(raw, copy)
+        with sqlite3.connect(nsys.ensure_sqlite(copy)) as con:
+            rows = con.execute(
+                "SELECT s.value, d.text, e.end - e.start FROM NVTX_EVENTS e "
+                "JOIN StringIds s ON s.id = e.textId JOIN NVTX_EVENTS d "
+                "ON d.eventType = 75 AND d.domainId = e.domainId WHERE e.eventType = 59"
+            ).fetchall()
+        # jlprof's range (push/pop, registered name) in its domain, around the 0.2 s cell
+        [(name, domain, ns)] = rows
+        assert (name, domain) == ("jlprof_capture", "jlprof") and ns >= 200_000_000
         version = nsys.find_nsys().version[:2]
         if version <= (2022, 4):
             (note,) = car.notes
