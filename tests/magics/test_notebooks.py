@@ -8,10 +8,12 @@ on. Running them together is also the "two notebooks at once" check: separate si
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import threading
+import time
 
 import nbformat
 import pytest
@@ -169,3 +171,43 @@ def test_a_widget_made_in_the_sidecar_reaches_the_frontend(tmp_path, need_nsys):
     assert views and all(v in state for v in views), (views, list(state))
     bars = [m["state"] for m in state.values() if m["model_name"] == "FloatProgressModel"]
     assert [(b["value"], b["max"]) for b in bars] == [(3, 3)]  # the updates arrived too
+
+
+def test_input_in_the_sidecar_is_asked_in_the_notebooks_frontend(tmp_path, need_nsys):
+    """A frontend that takes input (JupyterLab): the profiled code's input() prompt reaches it
+    through the notebook's kernel, and the answer goes back to the sidecar."""
+    import queue
+
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        kc.execute_interactive("%load_ext jlprof", timeout=60)
+        msg_id = kc.execute(
+            "%%dlprof --setup\nprint('hello', input('your name? '))", allow_stdin=True
+        )
+        prompts, out = [], []
+        reply, idle = None, False
+        deadline = time.monotonic() + 120
+        while reply is None or not idle:
+            assert time.monotonic() < deadline, (prompts, out)
+            with contextlib.suppress(queue.Empty):
+                req = kc.get_stdin_msg(timeout=0.05)
+                prompts.append(req["content"]["prompt"])
+                kc.input("Ada")
+            with contextlib.suppress(queue.Empty):
+                msg = kc.get_iopub_msg(timeout=0.05)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    if msg["header"]["msg_type"] == "stream":
+                        out.append(msg["content"]["text"])
+                    idle = idle or msg["content"].get("execution_state") == "idle"
+            with contextlib.suppress(queue.Empty):
+                got = kc.get_shell_msg(timeout=0.05)
+                if got["parent_header"].get("msg_id") == msg_id:
+                    reply = got["content"]
+        assert reply["status"] == "ok" and prompts == ["your name? "]
+        assert "hello Ada\n" in "".join(out)
+        kc.execute_interactive("%dlprof kernel shutdown", timeout=60)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
