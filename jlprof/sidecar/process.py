@@ -306,7 +306,10 @@ class Sidecar:
             self.shutdown()
             raise JlprofError(f"the sidecar cannot import jlprof: {res.ename}: {res.evalue}")
         self.kernel_pid = int(res.expression("pid"))
-        note = ast.literal_eval(res.expression("nvtx"))
+        try:  # a check that fails must not stop the sidecar from working
+            note = ast.literal_eval(res.expression("nvtx"))
+        except (JlprofError, ValueError, SyntaxError) as exc:
+            note = f"could not check whether nsys records your NVTX ranges: {exc}"
         self.notes = [note] if note else []
         atexit.register(self.shutdown)
 
