@@ -211,6 +211,17 @@ OPTIONS: tuple[Option, ...] = (
     Option("save_db", ("--save_db",), None, None,
            "also save a jlprof database (.jlprof zip or .sqlite) at this path", None, OWN,
            surfaces=(CLI,), metavar="FILE"),
+    # below the kernel name (docs/kernels.md)
+    Option("gpu_metrics", ("--gpu_metrics",), parse_bool, False,
+           "also sample GPU metrics (SM active, Tensor active, DRAM bandwidth; Turing or newer) "
+           "with nsys --gpu-metrics-device=all; the gpu_metrics report shows them per iteration",
+           None, OWN, metavar=_BOOL),
+    Option("ncu_report", ("--ncu_report",), None, None,
+           "an Nsight Compute report (.ncu-rep) whose measured kernels are joined to the "
+           "profile's: the kernel report gains ncu's measured columns (docs/kernels.md)",
+           None, OWN, metavar="FILE",
+           magic_no_effect="the magic does not join ncu reports yet: call "
+           "p.attach_ncu('FILE.ncu-rep') on the profile it returns"),
     # the A/B diff (docs/diff.md): `jlprof diff BASE NEW` and `%dlprof --diff BASE NEW`
     Option("diff", ("--diff",), None, None,
            "compare two profiles, BASE then NEW (nsys exports, jlprof databases or run "
@@ -244,7 +255,14 @@ OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 # options that only shape a profiling run: with --database nothing is profiled
-PROFILING_ONLY = ("nsys_base_name", "nsys_opts", "nsys_profile_range", "delay", "duration")
+PROFILING_ONLY = (
+    "nsys_base_name",
+    "nsys_opts",
+    "nsys_profile_range",
+    "delay",
+    "duration",
+    "gpu_metrics",
+)
 
 
 def options_for(surface: str) -> tuple[Option, ...]:

@@ -118,6 +118,9 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
     if "/" in ns.nsys_base_name or not ns.nsys_base_name:
         raise JlprofError("--nsys_base_name is a file name without a folder (use --output_path)")
     check_nsys_opts(ns.nsys_opts)
+    nsys_opts = ns.nsys_opts
+    if getattr(ns, "gpu_metrics", False) and "--gpu-metrics-device" not in nsys_opts:
+        nsys_opts = f"{nsys_opts} --gpu-metrics-device=all".strip()  # docs/kernels.md
     return RunOptions(
         key_node=ns.key_node,
         iter_start=ns.iter_start,
@@ -128,7 +131,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         profile_name=ns.profile_name,
         delay=ns.delay,
         duration=ns.duration,
-        nsys_opts=ns.nsys_opts,
+        nsys_opts=nsys_opts,
         nsys_base_name=ns.nsys_base_name,
         force=ns.force,
         verbosity=ns.verbosity,
@@ -139,7 +142,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         scheduler=ns.scheduler,
         name=ns.name,
         kernel=kernel,
-        nsys_opts_given=bool(ns.nsys_opts),
+        nsys_opts_given=bool(nsys_opts),
         diff=(Path(ns.diff[0]).expanduser(), Path(ns.diff[1]).expanduser()) if ns.diff else None,
         base_iter_start=ns.base_iter_start,
         base_iter_stop=ns.base_iter_stop,
