@@ -219,9 +219,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("ncu_report", ("--ncu_report",), None, None,
            "an Nsight Compute report (.ncu-rep) whose measured kernels are joined to the "
            "profile's: the kernel report gains ncu's measured columns (docs/kernels.md)",
-           None, OWN, metavar="FILE",
-           magic_no_effect="the magic does not join ncu reports yet: call "
-           "p.attach_ncu('FILE.ncu-rep') on the profile it returns"),
+           None, OWN, metavar="FILE"),
     # the A/B diff (docs/diff.md): `jlprof diff BASE NEW` and `%dlprof --diff BASE NEW`
     Option("diff", ("--diff",), None, None,
            "compare two profiles, BASE then NEW (nsys exports, jlprof databases or run "

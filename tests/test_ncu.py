@@ -348,3 +348,21 @@ def test_join_uses_the_nvtx_range_and_leaves_unmatched_launches(reports):
     assert engine_ncu.tc_verdict(False, None) == (False, "by name")
     assert engine_ncu.tc_verdict(True, 0.0) == (False, "measured")
     assert engine_ncu.tc_verdict(False, 3.5) == (True, "measured")
+
+
+def test_the_magic_joins_an_ncu_report(reports, tmp_path):
+    """``%dlprof --database=F --ncu_report=R``: the magic's analysis joins the report; a report
+    it cannot read is a warning, the profile stays."""
+    pytest.importorskip("ncu_report")
+    from jlprof.magics.options import RunOptions
+    from jlprof.magics.run import analyse
+
+    launches = ncu.read_ncu_report(reports["report"])
+    db = _cutlass_export(tmp_path / "cutlass.sqlite", launches)
+    p, warnings = analyse(db, RunOptions(ncu_report=reports["report"]))
+    k = p.report("kernel").set_index("Long Kernel Name")
+    assert k.loc[launches[2].kernel, "Measured Duration (ns)"] == 25984.0
+    assert not [w for w in warnings if "ncu" in w]
+    p, warnings = analyse(db, RunOptions(ncu_report=tmp_path / "none.ncu-rep"))
+    assert "TC Verdict" not in p.report("kernel").columns
+    assert any(w.startswith("--ncu_report not joined: ") for w in warnings)

@@ -71,6 +71,7 @@ class RunOptions:
     new_iter_start: int | None = None
     new_iter_stop: int | None = None
     regression_threshold: float | None = None
+    ncu_report: Path | None = None  # an Nsight Compute report joined to the kernels
 
     def says(self, level: str) -> bool:
         """True when messages of ``level`` are shown at this verbosity."""
@@ -149,6 +150,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         new_iter_start=ns.new_iter_start,
         new_iter_stop=ns.new_iter_stop,
         regression_threshold=ns.regression_threshold,
+        ncu_report=Path(ns.ncu_report).expanduser() if getattr(ns, "ncu_report", None) else None,
     )
 
 

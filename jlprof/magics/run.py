@@ -321,6 +321,11 @@ def analyse(
             profile.set_range(opts.iter_start, opts.iter_stop)
         except AnalysisError as exc:
             warnings.append(str(exc))
+    if opts.ncu_report is not None:  # docs/kernels.md: a failed join leaves the profile
+        try:
+            profile.attach_ncu(opts.ncu_report)
+        except JlprofError as exc:
+            warnings.append(f"--ncu_report not joined: {exc}")
     return profile, warnings
 
 
