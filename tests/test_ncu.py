@@ -366,3 +366,31 @@ def test_the_magic_joins_an_ncu_report(reports, tmp_path):
     p, warnings = analyse(db, RunOptions(ncu_report=tmp_path / "none.ncu-rep"))
     assert "TC Verdict" not in p.report("kernel").columns
     assert any(w.startswith("--ncu_report not joined: ") for w in warnings)
+
+
+def test_jlprof_diff_of_two_ncu_reports(reports, capsys, tmp_path):
+    """report.ncu-rep and 384.ncu-rep profiled the same two kernels (in another order): per
+    kernel, each side's mean and the change, worked here from the launches."""
+    pytest.importorskip("ncu_report")
+    a = ncu.read_ncu_report(reports["report"])
+    b = ncu.read_ncu_report(reports["384"])
+    assert main(["diff", str(reports["report"]), str(reports["384"]), "--format", "csv"]) == 0
+    df = pd.read_csv(io.StringIO(capsys.readouterr().out)).set_index("kernel")
+    nonfused, fused = a[0].kernel, a[2].kernel
+    assert list(df.index) == [nonfused, fused]
+    assert df.loc[nonfused, "launches base"] == 2 and df.loc[nonfused, "launches new"] == 2
+    base = (a[0].metrics[ncu.DURATION] + a[1].metrics[ncu.DURATION]) / 2  # 11024
+    new = (b[1].metrics[ncu.DURATION] + b[2].metrics[ncu.DURATION]) / 2  # 10912
+    assert df.loc[nonfused, "duration_ns base"] == base == 11024.0
+    assert df.loc[nonfused, "duration_ns new"] == new == 10912.0
+    assert df.loc[nonfused, "duration_ns change %"] == pytest.approx((new - base) / base * 100)
+    assert df.loc[fused, "tensor_pipe_pct new"] == pytest.approx(b[0].metrics[ncu.IMMA])
+    assert df.loc[fused, "dram_bytes change %"] == pytest.approx(
+        (1523840.0 - 1522944.0) / 1522944.0 * 100)  # fmt: skip
+    assert np.isnan(df.loc[nonfused, "flops change %"])  # base 0: no percentage
+    assert main(["diff", str(reports["report"]), str(reports["384"])]) == 0
+    assert "duration_ns change %" in capsys.readouterr().out
+    md = tmp_path / "d.md"
+    assert main(["diff", str(reports["report"]), str(reports["384"]), "--format", "markdown",
+                 "--output_file", str(md)]) == 0  # fmt: skip
+    assert md.read_text().startswith("| kernel | launches base |")

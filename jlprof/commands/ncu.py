@@ -81,6 +81,54 @@ def run(argv: list[str]) -> int:
         return 2
 
 
+def run_diff(argv: list[str]) -> int:
+    """``jlprof diff BASE.ncu-rep NEW.ncu-rep``: the measured figures of two Nsight Compute
+    reports per kernel (e.g. batch 4 against 512), and each figure's change in %."""
+    p = argparse.ArgumentParser(prog="jlprof diff", description="Compare the measured "
+                                "kernels of two Nsight Compute reports, per kernel.")  # fmt: skip
+    p.add_argument("base", metavar="BASE.ncu-rep")
+    p.add_argument("new", metavar="NEW.ncu-rep")
+    p.add_argument("--format", choices=("text", "csv", "markdown", "json"), default="text")
+    p.add_argument("--output_file", default=None, metavar="FILE")
+    p.add_argument("--via", choices=("ncu_report", "ncu"), default=None)
+    a = p.parse_args(argv)
+    try:
+        from jlprof.engine.ncu import compare
+
+        df = compare(launches_frame(a.base, a.via), launches_frame(a.new, a.via))
+        shown = df.assign(kernel=[_short(k) for k in df["kernel"]])
+        if a.format == "csv":
+            text = df.to_csv(index=False)
+        elif a.format == "json":
+            text = df.to_json(orient="records", indent=2) + "\n"
+        elif a.format == "markdown":
+            text = _markdown(shown) + "\n"
+        else:
+            text = shown.T.to_string(header=False) + "\n"
+        if a.output_file:
+            from jlprof.outputs import prepare_folder, written
+
+            prepare_folder(Path(a.output_file).parent, "--output_file")
+            with written(a.output_file, "--output_file") as tmp:
+                tmp.write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+        return 0
+    except JlprofError as exc:
+        print(f"jlprof diff: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _markdown(df: Any) -> str:
+    """A pipe table (no tabulate dependency)."""
+    cols = list(df.columns)
+    rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in df.itertuples(index=False):
+        rows.append("| " + " | ".join("" if v != v else f"{v:.6g}" if isinstance(v, float)
+                                      else str(v) for v in r) + " |")  # fmt: skip
+    return "\n".join(rows)
+
+
 def _options_first(p: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """``argv`` with the program (the first word that is neither an option nor an option's
     value) and everything after it put behind ``--``."""
@@ -190,4 +238,4 @@ def _capture(a: argparse.Namespace) -> int:
                           "--dry_run to print the command.") from None  # fmt: skip
 
 
-__all__ = ["build_parser", "choose_kernels", "launches_frame", "run"]
+__all__ = ["build_parser", "choose_kernels", "launches_frame", "run", "run_diff"]

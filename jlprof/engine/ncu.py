@@ -98,6 +98,29 @@ def per_kernel(joined: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+COMPARED = ("duration_ns", "sm_throughput_pct", "memory_throughput_pct",
+            "achieved_occupancy_pct", "tensor_pipe_pct", "dram_bytes", "flops")  # fmt: skip
+
+
+def compare(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Two reports' measured figures side by side, per kernel (demangled name; base's kernels
+    first, in base's order, then those only in new): launches and the mean of each figure in
+    each report, and its change in % of base (NaN where either side lacks it or base is 0)."""
+    names = list(dict.fromkeys([*base["kernel"], *new["kernel"]]))
+    b = base.groupby("kernel", sort=False)[list(COMPARED)].mean().reindex(names)
+    n = new.groupby("kernel", sort=False)[list(COMPARED)].mean().reindex(names)
+    out = pd.DataFrame({"kernel": names})
+    out["launches base"] = base["kernel"].value_counts().reindex(names).fillna(0).to_numpy(int)
+    out["launches new"] = new["kernel"].value_counts().reindex(names).fillna(0).to_numpy(int)
+    for fig in COMPARED:
+        bv, nv = b[fig].to_numpy(float), n[fig].to_numpy(float)
+        out[f"{fig} base"] = bv
+        out[f"{fig} new"] = nv
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[f"{fig} change %"] = np.where(bv != 0, (nv - bv) / bv * 100.0, np.nan)
+    return out
+
+
 def tc_verdict(uses_tc_by_name: bool, tensor_pipe_pct: float | None) -> tuple[bool, str]:
     """Tensor Core use and how it was decided: ncu's tensor pipe (HMMA or IMMA) busy > 0
     ("measured"), else the kernel-name rule ("by name")."""
@@ -106,4 +129,5 @@ def tc_verdict(uses_tc_by_name: bool, tensor_pipe_pct: float | None) -> tuple[bo
     return bool(tensor_pipe_pct > 0), "measured"
 
 
-__all__ = ["FIGURES", "REPORT_COLUMNS", "join", "measured_frame", "per_kernel", "tc_verdict"]
+__all__ = ["COMPARED", "FIGURES", "REPORT_COLUMNS", "compare", "join", "measured_frame",
+           "per_kernel", "tc_verdict"]  # fmt: skip
