@@ -85,6 +85,30 @@ class Profile(Analysis):
         self.ncu_kernels = engine_ncu.per_kernel(joined, gpu)
         return joined
 
+    def top_kernels(self, n: int) -> list[str]:
+        """The ``n`` kernels (demangled names) with most total GPU time in the current range:
+        what ``jlprof ncu --kernels topN`` profiles under ncu."""
+        k = self.report("kernel")
+        if k.empty:
+            return []
+        total = k.groupby("Long Kernel Name", sort=False)["Total GPU Time (ns)"].sum()
+        return total.sort_values(ascending=False, kind="stable").head(n).index.tolist()
+
+    def ncu_command(self, app: list[str], kernels: str = "top5", **options: Any) -> Any:
+        """The ``ncu`` command line that profiles ``app``'s kernels chosen from this profile
+        (``topN`` or a regex; ``options``: ``jlprof.nsys.ncu.capture_command``'s). ncu's
+        replay slows the profiled kernels 10-100x (docs/kernels.md)."""
+        import re
+
+        from jlprof.nsys.ncu import capture_command
+
+        output = options.pop("output", "jlprof_ncu")
+        m = re.fullmatch(r"top(\d+)", kernels)
+        if m is not None:
+            names = self.top_kernels(int(m.group(1)))
+            return capture_command(app, output, kernels=names, **options)
+        return capture_command(app, output, regex=kernels, **options)
+
     # ---- analyses beyond DLProf (docs/analyses.md) ------------------------------------------
     def idle_causes(
         self, iter_start: int | None = None, iter_stop: int | None = None, by: str = "iteration"

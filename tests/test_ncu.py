@@ -394,3 +394,14 @@ def test_jlprof_diff_of_two_ncu_reports(reports, capsys, tmp_path):
     assert main(["diff", str(reports["report"]), str(reports["384"]), "--format", "markdown",
                  "--output_file", str(md)]) == 0  # fmt: skip
     assert md.read_text().startswith("| kernel | launches base |")
+
+
+def test_profile_ncu_command_for_a_notebook(tmp_path):
+    from jlprof.profile import load
+
+    p = load(_three_kernel_export(tmp_path / "run.sqlite"))
+    assert p.top_kernels(2) == [GEMM, SGEMM]
+    c = p.ncu_command(["python", "train.py"], "top1", output=str(tmp_path / "g"),
+                      launch_count=2)  # fmt: skip
+    assert "regex:^(Kernel)$" in c.argv and c.output == tmp_path / "g.ncu-rep"
+    assert "regex:relu" in p.ncu_command(["python", "t.py"], "relu").argv

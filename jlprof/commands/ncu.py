@@ -202,11 +202,10 @@ def choose_kernels(profile: Any, spec: str) -> tuple[list[str], str | None]:
     n = int(m.group(1))
     if n < 1:
         raise OptionError("--kernels topN needs N >= 1.")
-    k = profile.report("kernel")
-    if k.empty:
+    names = profile.top_kernels(n)
+    if not names:
         raise JlprofError("the profile has no kernels to choose from; check --database.")
-    total = k.groupby("Long Kernel Name", sort=False)["Total GPU Time (ns)"].sum()
-    return total.sort_values(ascending=False, kind="stable").head(n).index.tolist(), None
+    return names, None
 
 
 def _capture(a: argparse.Namespace) -> int:
