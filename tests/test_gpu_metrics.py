@@ -197,3 +197,36 @@ def test_the_magic_adds_gpu_metrics_to_the_sidecars_nsys_options():
 
     opts = from_namespace(argparse.Namespace(**ns), cell=True)
     assert opts.nsys_opts == "-t cuda --gpu-metrics-device=all" and opts.nsys_opts_given
+
+
+def test_the_dashboards_gpu_metrics_lane(tmp_path, monkeypatch):
+    """The lane under the GPU timeline: the window's samples averaged over GPUs into time
+    bins, worked here by hand for 4 bins; hidden for a profile without GPU metrics."""
+    from jlprof.profile import load
+    from jlprof.widgets import data, static
+    from jlprof.widgets.views import Views
+
+    db = small_training_export(tmp_path / "run.sqlite", steps=5)
+    samples = _new_layout(db)
+    p = load(db)
+    monkeypatch.setattr(data, "MAX_METRIC_POINTS", 4)
+    views = Views(int(p.iterations.bounds_ns[0]), interactive=False)
+    static.fill(views, p)
+    b = p.iterations.bounds_ns
+    a, z = int(b[p.iter_start]), int(b[p.iter_stop + 1])
+    edges = np.linspace(a, z, 5)
+    bins: dict[int, list] = {}
+    for _gpu, ts, vals in samples:
+        if a <= ts <= z:
+            k = min(int(np.searchsorted(edges, ts, "right")) - 1, 3)
+            sm = next(v for n, v in vals.items() if n.startswith(("SM Active", "SMs Active")))
+            bins.setdefault(k, []).append(sm)
+    got = views.metrics_src.data
+    assert views.metrics_fig.visible
+    assert list(got["t_ms"]) == pytest.approx(
+        [((edges[k] + edges[k + 1]) / 2 - b[0]) / 1e6 for k in sorted(bins)])  # fmt: skip
+    assert list(got["sm_active"]) == pytest.approx([np.mean(bins[k]) for k in sorted(bins)])
+    bare = load(small_training_export(tmp_path / "bare.sqlite", steps=3))
+    v2 = Views(int(bare.iterations.bounds_ns[0]), interactive=False)
+    static.fill(v2, bare)
+    assert not v2.metrics_fig.visible and len(v2.metrics_src.data["t_ms"]) == 0

@@ -242,6 +242,36 @@ def hints(p: Analysis, lo: int, hi: int) -> list[dict[str, Any]]:
     ]
 
 
+#: most points of the GPU-metrics lane: samples beyond it are averaged into time bins
+MAX_METRIC_POINTS = 2_000
+
+
+def gpu_metrics_lane(p: Analysis, window_ns: tuple[int, int]) -> pd.DataFrame:
+    """The timeline's GPU-metrics lane: nsys's samples in ``window_ns``, averaged over GPUs
+    and into at most :data:`MAX_METRIC_POINTS` equal time bins (``ts_ns`` each bin's middle;
+    SM active, Tensor active, DRAM read + write, % of peak). Empty without GPU metrics."""
+    from jlprof.engine.gpu_metrics import figure_of
+    from jlprof.reports.analyses import gpu_metrics_samples
+
+    cols = ["ts_ns", "sm_active", "tensor_active", "dram_bw"]
+    s = gpu_metrics_samples(p)
+    a, b = int(window_ns[0]), int(window_ns[1])
+    s = s[(s["ts_ns"] >= a) & (s["ts_ns"] <= b)]
+    if s.empty:
+        return pd.DataFrame(columns=cols)
+    fig = np.array([figure_of(m)[0] for m in s["metric"]], dtype=object)
+    one = (s.assign(figure=fig).groupby(["gpu", "ts_ns", "figure"])["value"].sum()
+           .unstack("figure").reset_index())  # fmt: skip
+    edges = np.linspace(a, b, MAX_METRIC_POINTS + 1)
+    one["bin"] = np.clip(np.searchsorted(edges, one["ts_ns"].to_numpy(), "right") - 1, 0,
+                         MAX_METRIC_POINTS - 1)  # fmt: skip
+    means = one.groupby("bin").mean(numeric_only=True)
+    out = pd.DataFrame({"ts_ns": (edges[means.index] + edges[means.index + 1]) / 2})
+    for c in cols[1:]:
+        out[c] = means[c].to_numpy(float) if c in means else np.nan
+    return out
+
+
 __all__ = [
     "BINS_PER_LANE",
     "MAX_KERNEL_GLYPHS",
