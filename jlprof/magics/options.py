@@ -72,6 +72,7 @@ class RunOptions:
     new_iter_stop: int | None = None
     regression_threshold: float | None = None
     ncu_report: Path | None = None  # an Nsight Compute report joined to the kernels
+    ncu: str | None = None  # --ncu[=topN|REGEX]: re-run the cell under ncu (docs/kernels.md)
 
     def says(self, level: str) -> bool:
         """True when messages of ``level`` are shown at this verbosity."""
@@ -119,6 +120,11 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
     if "/" in ns.nsys_base_name or not ns.nsys_base_name:
         raise JlprofError("--nsys_base_name is a file name without a folder (use --output_path)")
     check_nsys_opts(ns.nsys_opts)
+    if getattr(ns, "ncu", None) is not None and (not cell or ns.setup):
+        raise JlprofError(
+            "--ncu re-runs a profiled cell under Nsight Compute: use it on %%dlprof around "
+            "the cell (not with --setup); for a script, jlprof ncu --kernels top5 python x.py"
+        )
     nsys_opts = ns.nsys_opts
     if getattr(ns, "gpu_metrics", False) and "--gpu-metrics-device" not in nsys_opts:
         nsys_opts = f"{nsys_opts} --gpu-metrics-device=all".strip()  # docs/kernels.md
@@ -151,6 +157,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         new_iter_stop=ns.new_iter_stop,
         regression_threshold=ns.regression_threshold,
         ncu_report=Path(ns.ncu_report).expanduser() if getattr(ns, "ncu_report", None) else None,
+        ncu=getattr(ns, "ncu", None),
     )
 
 
