@@ -405,3 +405,24 @@ def test_profile_ncu_command_for_a_notebook(tmp_path):
                       launch_count=2)  # fmt: skip
     assert "regex:^(Kernel)$" in c.argv and c.output == tmp_path / "g.ncu-rep"
     assert "regex:relu" in p.ncu_command(["python", "t.py"], "relu").argv
+
+
+def test_the_dashboards_kernel_table_says_measured(reports, tmp_path):
+    """The kernel table's TC column: 'yes ncu' where ncu measured the tensor pipe busy, the
+    name rule's yes/no elsewhere."""
+    pytest.importorskip("ncu_report")
+    from jlprof.profile import load
+    from jlprof.widgets import data, static
+    from jlprof.widgets.views import Views
+
+    launches = ncu.read_ncu_report(reports["report"])
+    db = _cutlass_export(tmp_path / "cutlass.sqlite", launches)
+    plain = load(db)
+    views = Views(int(plain.iterations.bounds_ns[0]), interactive=False)
+    static.fill(views, plain)
+    assert set(views.kernel_src.data["uses_tc"]) == {"yes"}
+    p = load(db, ncu_report=reports["report"])
+    rows = data.kernels(p, p.iter_start, p.iter_stop)
+    assert set(rows["TC Verdict"]) == {"measured"}
+    static.fill(views, p)
+    assert set(views.kernel_src.data["uses_tc"]) == {"yes ncu"}

@@ -168,16 +168,17 @@ def kernel(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     cols.update(_stats(df, "api", "API Time", calls))
     cols["Long Kernel Name"] = df["long_kernel_name"].to_numpy()
     if p.ncu_kernels is not None:
-        cols.update(_measured(p.ncu_kernels, df))
+        cols.update(measured_columns(p.ncu_kernels, df))
     out = pd.DataFrame(cols)
     return out.sort_values("Total GPU Time (ns)", ascending=False, kind="stable").reset_index(
         drop=True
     )
 
 
-def _measured(per_kernel: pd.DataFrame, df: pd.DataFrame) -> dict[str, Any]:
+def measured_columns(per_kernel: pd.DataFrame, df: pd.DataFrame) -> dict[str, Any]:
     """Nsight Compute's figures per kernel (mean of its measured launches; NaN where ncu did
-    not profile it) and the Tensor Core verdict with how it was decided (docs/kernels.md)."""
+    not profile it) and the Tensor Core verdict with how it was decided (docs/kernels.md), for
+    the rows of a (kernel, op) frame ``df`` (``kernel_frame``: ``kernel``, ``uses_tc``)."""
     from jlprof.engine.ncu import REPORT_COLUMNS, tc_verdict
 
     m = per_kernel.reindex(df["kernel"].to_numpy())

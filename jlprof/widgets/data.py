@@ -25,7 +25,13 @@ from jlprof.engine.timeline import (  # the timelines are the engine's: re-expor
 )
 from jlprof.reports import catalog
 from jlprof.reports.expert import findings
-from jlprof.reports.tables import iterations_table, kernel_frame, op_frame, summary_report
+from jlprof.reports.tables import (
+    iterations_table,
+    kernel_frame,
+    measured_columns,
+    op_frame,
+    summary_report,
+)
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -174,6 +180,9 @@ def kernels(p: Analysis, lo: int, hi: int, node: str | None = None) -> pd.DataFr
     if kf.empty:
         return pd.DataFrame(columns=KERNEL_TABLE_COLUMNS)
     out = kernel_table_rows(kf)
+    if p.ncu_kernels is not None:  # ncu measured: its verdict (docs/kernels.md)
+        m = measured_columns(p.ncu_kernels, kf)
+        out["Uses TC"], out["TC Verdict"] = m["Uses TC"], m["TC Verdict"]
     if node:
         out = out[out["Op ID"].isin(ops_under(p, node))]
     order = np.argsort(-out["Total GPU Time (ns)"].to_numpy(), kind="stable")

@@ -330,7 +330,7 @@ class Views:
                 TableColumn(field="calls", title="Calls", width=45),
                 TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=60),
                 TableColumn(field="avg_us", title="Avg µs", formatter=ms, width=55),
-                TableColumn(field="uses_tc", title="TC", width=30),
+                TableColumn(field="uses_tc", title="TC", width=45),
             ],
             width=480,
             height=240,
@@ -492,7 +492,10 @@ class Views:
             "calls": k["Calls"].to_numpy(np.int64),
             "gpu_ms": k["Total GPU Time (ns)"].to_numpy(np.int64) / 1e6,
             "avg_us": k["Avg. GPU Time (ns)"].to_numpy(float) / 1e3,
-            "uses_tc": np.where(k["Uses TC"].to_numpy(bool), "yes", "no"),
+            "uses_tc": np.char.add(
+                np.where(k["Uses TC"].to_numpy(bool), "yes", "no"),
+                np.where(k["TC Verdict"] == "measured", " ncu", "") if "TC Verdict" in k else "",
+            ).astype(object),
         }
         where = f"under <code>{html.escape(node)}</code>" if node else "(all ops)"
         why = self.no_kernels or "no kernels in the selected iterations"
