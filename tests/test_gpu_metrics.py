@@ -197,6 +197,7 @@ def test_the_magic_adds_gpu_metrics_to_the_sidecars_nsys_options():
 
     opts = from_namespace(argparse.Namespace(**ns), cell=True)
     assert opts.nsys_opts == "-t cuda --gpu-metrics-device=all" and opts.nsys_opts_given
+    assert opts.gpu_metrics
 
 
 def test_the_dashboards_gpu_metrics_lane(tmp_path, monkeypatch):

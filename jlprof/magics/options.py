@@ -73,6 +73,7 @@ class RunOptions:
     regression_threshold: float | None = None
     ncu_report: Path | None = None  # an Nsight Compute report joined to the kernels
     ncu: str | None = None  # --ncu[=topN|REGEX]: re-run the cell under ncu (docs/kernels.md)
+    gpu_metrics: bool = False  # nsys GPU metrics sampling asked for (in nsys_opts too)
 
     def says(self, level: str) -> bool:
         """True when messages of ``level`` are shown at this verbosity."""
@@ -158,6 +159,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         regression_threshold=ns.regression_threshold,
         ncu_report=Path(ns.ncu_report).expanduser() if getattr(ns, "ncu_report", None) else None,
         ncu=getattr(ns, "ncu", None),
+        gpu_metrics=bool(getattr(ns, "gpu_metrics", False)),
     )
 
 

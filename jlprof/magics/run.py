@@ -250,6 +250,10 @@ def run_captured(
         step(STEPS[4])
         result.profile, warnings = analyse(result.database, opts, capture_domain=DOMAIN)
         result.warnings += warnings
+        if opts.gpu_metrics and result.profile.report("gpu_metrics").empty:
+            from jlprof.engine.gpu_metrics import UNAVAILABLE
+
+            result.warnings.append(UNAVAILABLE)
         step(STEPS[5])
         result.written = result.profile.write_reports(
             folder, opts.reports, opts.formats, force=opts.force, progress=step.progress.detail
