@@ -75,10 +75,10 @@ class Profile(Analysis):
         c = self.correlated
         gpu = c.gpu
         inst = gpu["inst"].to_numpy(np.int64)
-        path = np.full(len(gpu), -1, dtype=np.int64)
+        path = np.full(len(gpu), -1, dtype=np.int64)  # -1: the "" appended below
         path[inst >= 0] = c.inst["path"].to_numpy(np.int64)[inst[inst >= 0]]
-        texts = c.paths["path"].astype(object).to_numpy()
-        nvtx = pd.Series([texts[x] if x >= 0 else "" for x in path], dtype=object)
+        texts = np.append(c.paths["path"].astype(object).to_numpy(), "")
+        nvtx = pd.Series(texts[path], dtype=object)
         joined = engine_ncu.join(engine_ncu.measured_frame(ncu.measured_rows(launches)), gpu,
                                  nvtx, skip=skip)  # fmt: skip
         self.ncu_launches = joined

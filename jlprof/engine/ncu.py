@@ -17,6 +17,7 @@ Before / after ``join`` (gpu rows 0..3 of kernels A, B, A, A; ncu profiled A twi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,7 +64,8 @@ def join(
     rows = np.flatnonzero(is_kernel)
     order = rows[np.argsort(gpu["start_ns"].to_numpy()[rows], kind="stable")]
     names = gpu["long_name"].astype(object).to_numpy()[order]
-    nvtx = None if kernel_nvtx is None else kernel_nvtx.astype(object).to_numpy()[order]
+    nvtx = None if kernel_nvtx is None else kernel_nvtx.astype(str).reset_index(drop=True)[order]
+    in_range_of: dict[str, np.ndarray] = {}  # range name -> kernels (in order) inside it
     by_key: dict[tuple[str, str], list[int]] = {}
     taken: dict[tuple[str, str], int] = {}
     gpu_row = np.full(len(out), -1, dtype=np.int64)
@@ -73,7 +75,10 @@ def join(
         if key not in by_key:
             hit = names == name
             if inner:  # the range where the trace has it, else name and order alone
-                in_range = hit & np.array([inner in str(t).split("/") for t in nvtx], bool)
+                if inner not in in_range_of:
+                    pat = rf"(?:^|/){re.escape(inner)}(?:/|$)"
+                    in_range_of[inner] = nvtx.str.contains(pat, regex=True).to_numpy(bool)
+                in_range = hit & in_range_of[inner]
                 hit = in_range if in_range.any() else hit
             by_key[key] = order[hit].tolist()
             taken[key] = skip
