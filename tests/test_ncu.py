@@ -426,3 +426,29 @@ def test_the_dashboards_kernel_table_says_measured(reports, tmp_path):
     assert set(rows["TC Verdict"]) == {"measured"}
     static.fill(views, p)
     assert set(views.kernel_src.data["uses_tc"]) == {"yes ncu"}
+
+
+def test_the_roofline_tab_shows_measured_points(reports, tmp_path):
+    """The roofline's ◆ points: launches ncu measured with FP work and DRAM traffic, in the
+    range; the int8 GEMMs' MMA work is not in ncu's FLOP counts, so only the fused kernel (its
+    FP32 epilogue) has a point, worked here from its figures."""
+    pytest.importorskip("ncu_report")
+    from jlprof.profile import load
+    from jlprof.widgets import analyses as av
+
+    launches = ncu.read_ncu_report(reports["report"])
+    db = _cutlass_export(tmp_path / "cutlass.sqlite", launches)
+    p = load(db, ncu_report=reports["report"])
+    fused = ncu.measured_rows(launches)[2]
+    pts = av.measured_roofline_data(p, p.iter_start, p.iter_stop)
+    assert len(pts) == 1 and pts["kernel"][0] == "Kernel"
+    assert pts["ai"][0] == pytest.approx(fused["flops"] / 1522944.0)
+    assert pts["tflops"][0] == pytest.approx(fused["flops"] / 25984e-9 / 1e12)
+    assert p.iterations.count == 3
+    assert av.measured_roofline_data(p, 1, 2).empty  # the measured launch ran in iteration 0
+    d = p.dashboard()
+    d.analyses.expand()
+    v = d.analyses.views
+    assert list(v.roof_measured.data["tflops"]) == pytest.approx(list(pts["tflops"]))
+    assert "1 launches measured by ncu" in v.roof_note.text
+    assert av.measured_roofline_data(load(db), 0, 2).empty
