@@ -25,7 +25,7 @@ from pathlib import Path
 
 from jlprof.console import StageProgress
 from jlprof.distributed import several
-from jlprof.errors import JlprofError, OptionError
+from jlprof.errors import InputError, JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import InThread, prepare_folder, written
 from jlprof.reports import ALIASES, REPORTS
@@ -113,6 +113,9 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     # every option and output folder is checked before the (long) load or profiling run
     reports, formats = check_outputs(args.reports, args.formats, args.profile_name)
     out = prepare_folder(args.output_path)
+    if args.ncu_report and not Path(args.ncu_report).is_file():
+        raise InputError(f"--ncu_report {args.ncu_report}: no such Nsight Compute report; "
+                         "check the path.")  # fmt: skip
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")
     status = 0

@@ -452,3 +452,22 @@ def test_the_roofline_tab_shows_measured_points(reports, tmp_path):
     assert list(v.roof_measured.data["tflops"]) == pytest.approx(list(pts["tflops"]))
     assert "1 launches measured by ncu" in v.roof_note.text
     assert av.measured_roofline_data(load(db), 0, 2).empty
+
+
+def test_the_cli_joins_ncu_report_into_the_kernel_report(reports, tmp_path, capsys):
+    pytest.importorskip("ncu_report")
+    launches = ncu.read_ncu_report(reports["report"])
+    db = _cutlass_export(tmp_path / "cutlass.sqlite", launches)
+    out = tmp_path / "out"
+    assert main(["--database", str(db), "--reports", "kernel", "--ncu_report",
+                 str(reports["report"]), "--output_path", str(out), "--dldb", "false",
+                 "--windowed", "true", "-v", "detailed"]) == 0  # fmt: skip
+    assert "--ncu_report joins ncu's launches" in capsys.readouterr().err  # never windowed
+    k = pd.read_csv(out / "dlprof_kernel.csv").set_index("Long Kernel Name")
+    assert k.loc[launches[0].kernel, "Measured Duration (ns)"] == (11168.0 + 10880.0) / 2
+    assert k.loc[launches[2].kernel, "TC Verdict"] == "measured"
+    assert k.loc[launches[2].kernel, "DRAM Bytes"] == 1522944.0
+    assert main(["--database", str(db), "--reports", "kernel", "--ncu_report",
+                 str(tmp_path / "no.ncu-rep"), "--output_path", str(out), "-f", "true",
+                 "--dldb", "false"]) == 2  # fmt: skip
+    assert "no such Nsight Compute report" in capsys.readouterr().err
