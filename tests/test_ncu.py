@@ -471,3 +471,30 @@ def test_the_cli_joins_ncu_report_into_the_kernel_report(reports, tmp_path, caps
                  str(tmp_path / "no.ncu-rep"), "--output_path", str(out), "-f", "true",
                  "--dldb", "false"]) == 2  # fmt: skip
     assert "no such Nsight Compute report" in capsys.readouterr().err
+
+
+def test_reading_through_the_ncu_cli(tmp_path, monkeypatch):
+    """Without ncu_report (or with via='ncu'), jlprof runs ncu's import; a stand-in ncu on PATH
+    prints the raw CSV and logs the command line it was given; a failing ncu is one line."""
+    import stat
+    import sys
+
+    rep = tmp_path / "r.ncu-rep"
+    rep.write_bytes(b"\0")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    fake = bin_ / "ncu"
+    fake.write_text(f"#!{sys.executable}\nimport sys\n"
+                    f"open({str(tmp_path / 'argv')!r}, 'w').write(repr(sys.argv[1:]))\n"
+                    f"sys.stdout.write({RAW_CSV!r})\n")  # fmt: skip
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(bin_))
+    la = ncu.read_ncu_report(rep, via="ncu")
+    argv = eval((tmp_path / "argv").read_text())
+    assert argv == ["--import", str(rep), "--csv", "--page", "raw", "--print-units", "base",
+                    "--print-kernel-base", "demangled"]  # fmt: skip
+    assert [x.kernel for x in la] == ["void k<int>(int)", "ampere_fp16_s16816gemm"]
+    err = "sys.stderr.write('==ERROR== report version 9 is newer\\n'); sys.exit(1)\n"
+    fake.write_text(f"#!{sys.executable}\nimport sys\n{err}")
+    with pytest.raises(Exception, match=r"report version 9 is newer.*use ncu_report"):
+        ncu.read_ncu_report(rep, via="ncu")
