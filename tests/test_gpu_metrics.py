@@ -5,7 +5,9 @@ computation; the capture command line (no GPU here: checked, not run)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -231,3 +233,19 @@ def test_the_dashboards_gpu_metrics_lane(tmp_path, monkeypatch):
     v2 = Views(int(bare.iterations.bounds_ns[0]), interactive=False)
     static.fill(v2, bare)
     assert not v2.metrics_fig.visible and len(v2.metrics_src.data["t_ms"]) == 0
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="needs nsys")
+def test_a_real_nsys_capture_with_gpu_metrics_asked(tmp_path, capsys):
+    """nsys 2022.4 here, no GPU: the capture runs with --gpu-metrics-device=all, records no
+    sample, and the run says so in one line."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import nvtx\nfor _ in range(3):\n"
+                    "    with nvtx.annotate('optimizer_step'):\n        pass\n")  # fmt: skip
+    out = tmp_path / "out"
+    argv = ["--gpu_metrics", "true", "--reports", "gpu_metrics", "--output_path", str(out),
+            "--dldb", "false", "-v", "detailed", "--", sys.executable, str(prog)]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "--gpu-metrics-device=all" in err and err.count(UNAVAILABLE) == 1
+    assert pd.read_csv(out / "dlprof_gpu_metrics.csv").empty

@@ -39,8 +39,8 @@ LABELS = {"sm_active": "SM Active (%)", "tensor_active": "Tensor Active (%)",
           "dram_bw": "DRAM Bandwidth (%)"}  # fmt: skip
 COLUMNS = ["gpu", "gpu_name", "ts_ns", "metric", "value"]
 UNAVAILABLE = (
-    "no GPU metrics in this profile: record with --gpu_metrics true (nsys "
-    "--gpu-metrics-device=all; Turing or newer GPU, and nsys allowed to read GPU counters)"
+    "no GPU metrics in this profile: nsys samples them only when asked (--gpu_metrics true: "
+    "nsys --gpu-metrics-device=all), on a Turing or newer GPU whose counters it may read"
 )
 
 
