@@ -141,12 +141,15 @@ def test_ncus_raw_csv_units_separators_and_nvtx():
 
 def test_reading_without_a_reader_says_what_to_install(tmp_path, monkeypatch):
     f = tmp_path / "x.ncu-rep"
-    f.write_bytes(b"\0")
+    f.write_bytes(b"NVR\0")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(Exception, match="pip install ncu-report"):
         ncu.read_ncu_report(f, via="ncu")
     with pytest.raises(Exception, match="no such Nsight Compute report"):
         ncu.read_ncu_report(tmp_path / "missing.ncu-rep")
+    (tmp_path / "run.sqlite").write_bytes(b"SQLite format 3\0")
+    with pytest.raises(Exception, match="not an Nsight Compute report"):
+        ncu.read_ncu_report(tmp_path / "run.sqlite")
 
 
 def test_the_cli_ncu_listing(reports, capsys, tmp_path):
@@ -480,7 +483,7 @@ def test_reading_through_the_ncu_cli(tmp_path, monkeypatch):
     import sys
 
     rep = tmp_path / "r.ncu-rep"
-    rep.write_bytes(b"\0")
+    rep.write_bytes(b"NVR\0 stand-in")
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     fake = bin_ / "ncu"

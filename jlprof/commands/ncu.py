@@ -156,6 +156,8 @@ def _list(a: argparse.Namespace) -> int:
     if len(a.words) != 1:
         raise OptionError("give one .ncu-rep to list (or --kernels and a program to profile).")
     df = launches_frame(a.words[0], a.via)[list(SHOWN)]
+    if df.empty:
+        print(f"jlprof ncu: {a.words[0]} holds no profiled kernel launch.", file=sys.stderr)
     if a.formats is not None:
         from jlprof.errors import OutputError
         from jlprof.outputs import prepare_folder, written

@@ -51,6 +51,7 @@ INSTALL_HINT = (
     "install NVIDIA's reader (`pip install ncu-report`) or Nsight Compute (`ncu` on PATH, at "
     "least as new as the report)"
 )
+REPORT_MAGIC = b"NVR\x00"  # the first bytes of every .ncu-rep
 _CSV_TEXT = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
              "Stream", "Block Size", "Grid Size", "Device", "CC")  # fmt: skip
 _TO_BASE = {"usecond": 1e3, "msecond": 1e6, "second": 1e9, "Kbyte": 1e3, "Mbyte": 1e6,
@@ -73,6 +74,10 @@ def read_ncu_report(path: str | os.PathLike[str], *, via: str | None = None) -> 
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such Nsight Compute report; check the path.")
+    with open(p, "rb") as fh:
+        if fh.read(4) != REPORT_MAGIC:  # ncu_report reads anything else as an empty report
+            raise InputError(f"{p}: not an Nsight Compute report (a .ncu-rep starts with "
+                             "'NVR'); give the file `ncu -o` wrote.")  # fmt: skip
     if via not in (None, "ncu_report", "ncu"):
         raise JlprofError(f"unknown ncu reader {via!r}; use 'ncu_report' or 'ncu'.")
     if via in (None, "ncu_report"):
