@@ -120,6 +120,8 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
         prepare_folder(Path(args.save_db).parent, "--save_db")
     status = 0
     if args.database and several(args.database):
+        if args.ncu_report:
+            raise OptionError("--ncu_report joins one profile's kernels: give one --database.")
         return _run_ranks(args, say, reports, formats, out)
     if args.database:
         if args.command:

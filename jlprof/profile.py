@@ -51,6 +51,9 @@ class Comparison(DiffResult):
 class Profile(Analysis):
     """A correlated profile with DLProf's reports; re-aggregates without re-reading."""
 
+    # the launches of a joined Nsight Compute report, with ``gpu_row`` (``attach_ncu``)
+    ncu_launches: pd.DataFrame | None = None
+
     # ---- reports -----------------------------------------------------------------------
     def report(
         self, name: str, iter_start: int | None = None, iter_stop: int | None = None

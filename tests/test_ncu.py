@@ -501,3 +501,13 @@ def test_reading_through_the_ncu_cli(tmp_path, monkeypatch):
     fake.write_text(f"#!{sys.executable}\nimport sys\n{err}")
     with pytest.raises(Exception, match=r"report version 9 is newer.*use ncu_report"):
         ncu.read_ncu_report(rep, via="ncu")
+
+
+def test_ncu_report_with_several_databases_is_refused(tmp_path, capsys):
+    a = _three_kernel_export(tmp_path / "a.sqlite")
+    b = _three_kernel_export(tmp_path / "b.sqlite")
+    rep = tmp_path / "r.ncu-rep"
+    rep.write_bytes(b"NVR\0")
+    assert main(["--database", str(a), str(b), "--ncu_report", str(rep), "--output_path",
+                 str(tmp_path / "o")]) == 2  # fmt: skip
+    assert "give one --database" in capsys.readouterr().err
