@@ -511,3 +511,14 @@ def test_ncu_report_with_several_databases_is_refused(tmp_path, capsys):
     assert main(["--database", str(a), str(b), "--ncu_report", str(rep), "--output_path",
                  str(tmp_path / "o")]) == 2  # fmt: skip
     assert "give one --database" in capsys.readouterr().err
+
+
+def test_an_empty_range_keeps_the_measured_columns(reports, tmp_path):
+    pytest.importorskip("ncu_report")
+    from jlprof.profile import load
+
+    launches = ncu.read_ncu_report(reports["report"])
+    p = load(_cutlass_export(tmp_path / "c.sqlite", launches), ncu_report=reports["report"])
+    full = p.report("kernel")
+    empty = p.report("kernel", iter_start=2, iter_stop=2)  # after the last step: no kernel
+    assert empty.empty and list(empty.columns) == list(full.columns)

@@ -199,7 +199,12 @@ def _kernel_columns(p: Analysis) -> list[str]:
     cols.append("Uses TC")
     for label in ("GPU Time", "API Time"):
         cols += [f"{s} {label} (ns)" for s, _ in STATS]
-    return [*cols, "Long Kernel Name"]
+    cols.append("Long Kernel Name")
+    if p.ncu_kernels is not None:  # the measured columns, as measured_columns adds them
+        from jlprof.engine.ncu import REPORT_COLUMNS
+
+        cols += ["TC Verdict", "Measured Launches", *REPORT_COLUMNS.values()]
+    return cols
 
 
 def tensor(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
