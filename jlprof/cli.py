@@ -25,7 +25,7 @@ from pathlib import Path
 
 from jlprof.console import StageProgress
 from jlprof.distributed import several
-from jlprof.errors import JlprofError, OptionError
+from jlprof.errors import InputError, JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import InThread, prepare_folder, written
 from jlprof.reports import ALIASES, REPORTS
@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  jlprof --database=run.sqlite --key_node=optimizer_step --reports=all\n"
         "  jlprof --reports iteration tensor node_op -- python train.py --epochs 1\n"
         "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)\n"
+        "  jlprof ncu REPORT.ncu-rep | --database P --kernels top5 python train.py   "
+        "(docs/kernels.md)\n"
         "  jlprof view PROFILE [--export-html FILE]   (docs/viewer.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
@@ -111,10 +113,15 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     # every option and output folder is checked before the (long) load or profiling run
     reports, formats = check_outputs(args.reports, args.formats, args.profile_name)
     out = prepare_folder(args.output_path)
+    if args.ncu_report and not Path(args.ncu_report).is_file():
+        raise InputError(f"--ncu_report {args.ncu_report}: no such Nsight Compute report; "
+                         "check the path.")  # fmt: skip
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")
     status = 0
     if args.database and several(args.database):
+        if args.ncu_report:
+            raise OptionError("--ncu_report joins one profile's kernels: give one --database.")
         return _run_ranks(args, say, reports, formats, out)
     if args.database:
         if args.command:
@@ -134,6 +141,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
             say=say,
             mode=args.mode,
             profile_range=args.nsys_profile_range,
+            gpu_metrics=args.gpu_metrics,
         )
     else:
         raise JlprofError(
@@ -161,6 +169,7 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
             # DLProf's reports are for one range: the cube keeps it alone (jlprof's own
             # analyses read per-iteration figures)
             range_only=not beyond,
+            ncu_report=args.ncu_report,
         )
         return _analysed(prof, args, say, bar, reports, formats, out, dldb, status)
     except BaseException:
@@ -200,6 +209,10 @@ def _analysed(
     if dropped:
         say(f"note: not written: {', '.join(dropped)}; the only report of simple mode is "
             "'kernel' (guide §15.1.4)", "minimal")  # fmt: skip
+    if "gpu_metrics" in reports and prof.report("gpu_metrics").empty:
+        from jlprof.engine.gpu_metrics import UNAVAILABLE
+
+        say(f"note: {UNAVAILABLE}", "minimal")
     written_paths = prof.write_reports(out, reports, formats, force=args.force, progress=bar)
     bar.close()
     kept = [
@@ -271,6 +284,10 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
     or a run that saves the trace (--save_db) or dumps per-instance data (--dump_model_data),
     and not when ``beyond`` (:func:`_beyond_dlprof`) names any of jlprof's own analyses."""
     if args.windowed == "false":
+        return False
+    if args.ncu_report:
+        say("reading the whole trace: --ncu_report joins ncu's launches to every kernel row",
+            "detailed")  # fmt: skip
         return False
     if beyond:
         say(f"reading the whole trace: --reports {beyond[0]} reads every row", "detailed")
@@ -462,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         from jlprof.commands.diff import run as run_diff
 
         return run_diff(words[1:])
+    if words[:1] == ["ncu"]:  # sub-command: jlprof ncu REPORT | --kernels ... (docs/kernels.md)
+        from jlprof.commands.ncu import run as run_ncu
+
+        return run_ncu(words[1:])
     if words[:1] == ["view"]:  # sub-command: jlprof view PROFILE (docs/viewer.md)
         from jlprof.viewer import main as view
 

@@ -83,6 +83,7 @@ class Option:
     nargs: int | None = None  # values after the flag on every surface (e.g. --diff BASE NEW)
     # a list option: which words after ``--opt`` (no ``=``, no ending ``--``) belong to it
     member: Callable[[str], bool] | None = None
+    const: Any = _SAME  # the value of the flag given alone (``--ncu`` = ``--ncu=top5``)
     no_effect: str | None = None  # why jlprof cannot honour it (noted when given)
     magic_no_effect: str | None = None  # the same, for the magic only
 
@@ -97,6 +98,8 @@ class Option:
             kw["nargs"] = self.cli_nargs
         elif self.nargs is not None:
             kw["nargs"] = self.nargs
+        if self.const is not _SAME:
+            kw["nargs"], kw["const"] = "?", self.const
         for key in ("type", "choices", "metavar"):
             if getattr(self, key) is not None:
                 kw[key] = getattr(self, key)
@@ -215,6 +218,21 @@ OPTIONS: tuple[Option, ...] = (
     Option("save_db", ("--save_db",), None, None,
            "also save a jlprof database (.jlprof zip or .sqlite) at this path", None, OWN,
            surfaces=(CLI,), metavar="FILE"),
+    # below the kernel name (docs/kernels.md)
+    Option("gpu_metrics", ("--gpu_metrics",), parse_bool, False,
+           "also sample GPU metrics (SM active, Tensor active, DRAM bandwidth; Turing or newer) "
+           "with nsys --gpu-metrics-device=all; the gpu_metrics report shows them per iteration",
+           None, OWN, metavar=_BOOL),
+    Option("ncu_report", ("--ncu_report",), None, None,
+           "an Nsight Compute report (.ncu-rep) whose measured kernels are joined to the "
+           "profile's: the kernel report gains ncu's measured columns (docs/kernels.md)",
+           None, OWN, metavar="FILE"),
+    Option("ncu", ("--ncu",), None, None,
+           "after the capture, re-run the setup cells and this cell under Nsight Compute for "
+           "the kernels chosen from its profile (topN: most GPU time; else a regex of kernel "
+           "names; --ncu alone: top5) and join ncu's report; ncu's replay slows those kernels "
+           "10-100x (docs/kernels.md)", None, OWN, surfaces=(MAGIC,), metavar="topN|REGEX",
+           const="top5"),
     # the A/B diff (docs/diff.md): `jlprof diff BASE NEW` and `%dlprof --diff BASE NEW`
     Option("diff", ("--diff",), None, None,
            "compare two profiles, BASE then NEW (nsys exports, jlprof databases or run "
@@ -248,7 +266,14 @@ OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 # options that only shape a profiling run: with --database nothing is profiled
-PROFILING_ONLY = ("nsys_base_name", "nsys_opts", "nsys_profile_range", "delay", "duration")
+PROFILING_ONLY = (
+    "nsys_base_name",
+    "nsys_opts",
+    "nsys_profile_range",
+    "delay",
+    "duration",
+    "gpu_metrics",
+)
 
 
 def options_for(surface: str) -> tuple[Option, ...]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from jlprof.engine.analysis import (
@@ -50,12 +51,66 @@ class Comparison(DiffResult):
 class Profile(Analysis):
     """A correlated profile with DLProf's reports; re-aggregates without re-reading."""
 
+    # the launches of a joined Nsight Compute report, with ``gpu_row`` (``attach_ncu``)
+    ncu_launches: pd.DataFrame | None = None
+
     # ---- reports -----------------------------------------------------------------------
     def report(
         self, name: str, iter_start: int | None = None, iter_stop: int | None = None
     ) -> pd.DataFrame:
         """One DLProf report as a DataFrame (the summary: one tidy frame of all its tables)."""
         return catalog.report(self, name, iter_start, iter_stop)
+
+    def attach_ncu(
+        self, path: str | Path, *, skip: int = 0, via: str | None = None
+    ) -> pd.DataFrame:
+        """Join an Nsight Compute report's measured launches to this trace's kernels (docs/
+        kernels.md): the kernel report gains the measured columns and says how its Tensor Core
+        verdict was made. Returns the launches with ``gpu_row`` (-1: not in this trace)."""
+        from jlprof.engine import ncu as engine_ncu
+        from jlprof.errors import AnalysisError
+        from jlprof.nsys import ncu
+
+        if self.parts is not None:
+            raise AnalysisError("a windowed profile keeps no GPU rows to join an ncu report "
+                                "to; load it with windowed='off'.")  # fmt: skip
+        launches = ncu.read_ncu_report(path, via=via)
+        c = self.correlated
+        gpu = c.gpu
+        inst = gpu["inst"].to_numpy(np.int64)
+        path = np.full(len(gpu), -1, dtype=np.int64)  # -1: the "" appended below
+        path[inst >= 0] = c.inst["path"].to_numpy(np.int64)[inst[inst >= 0]]
+        texts = np.append(c.paths["path"].astype(object).to_numpy(), "")
+        nvtx = pd.Series(texts[path], dtype=object)
+        joined = engine_ncu.join(engine_ncu.measured_frame(ncu.measured_rows(launches)), gpu,
+                                 nvtx, skip=skip)  # fmt: skip
+        self.ncu_launches = joined
+        self.ncu_kernels = engine_ncu.per_kernel(joined, gpu)
+        return joined
+
+    def top_kernels(self, n: int) -> list[str]:
+        """The ``n`` kernels (demangled names) with most total GPU time in the current range:
+        what ``jlprof ncu --kernels topN`` profiles under ncu."""
+        k = self.report("kernel")
+        if k.empty:
+            return []
+        total = k.groupby("Long Kernel Name", sort=False)["Total GPU Time (ns)"].sum()
+        return total.sort_values(ascending=False, kind="stable").head(n).index.tolist()
+
+    def ncu_command(self, app: list[str], kernels: str = "top5", **options: Any) -> Any:
+        """The ``ncu`` command line that profiles ``app``'s kernels chosen from this profile
+        (``topN`` or a regex; ``options``: ``jlprof.nsys.ncu.capture_command``'s). ncu's
+        replay slows the profiled kernels 10-100x (docs/kernels.md)."""
+        import re
+
+        from jlprof.nsys.ncu import capture_command
+
+        output = options.pop("output", "jlprof_ncu")
+        m = re.fullmatch(r"top(\d+)", kernels)
+        if m is not None:
+            names = self.top_kernels(int(m.group(1)))
+            return capture_command(app, output, kernels=names, **options)
+        return capture_command(app, output, regex=kernels, **options)
 
     # ---- analyses beyond DLProf (docs/analyses.md) ------------------------------------------
     def idle_causes(
@@ -191,6 +246,7 @@ def load(
     use_connectorx: bool | None = None,
     on_read: Callable[[Trace], Any] | None = None,
     range_only: bool = False,
+    ncu_report: str | Path | None = None,
 ) -> Profile:
     """Load an nsys export (.sqlite/.nsys-rep/.qdrep/.qdstrm) or a jlprof database.
 
@@ -200,6 +256,7 @@ def load(
     the DLProf database then, in a thread). ``range_only``: the profile answers
     ``iter_start..iter_stop`` alone (the command line's reports): its cube keeps that range's
     op and kernel figures combined, not per iteration (no range slider, no other key node).
+    ``ncu_report``: an Nsight Compute report joined to the kernels (:meth:`Profile.attach_ncu`).
     """
     from jlprof.engine.store import read_any
 
@@ -215,7 +272,7 @@ def load(
     trace = read_any(path, use_connectorx=use_connectorx, progress=progress)
     if on_read is not None:
         on_read(trace)
-    return Profile(
+    p = Profile(
         trace,
         key_node=key_node,
         iter_start=iter_start,
@@ -226,6 +283,9 @@ def load(
         progress=progress,
         range_only=range_only,
     )
+    if ncu_report is not None:
+        p.attach_ncu(ncu_report)
+    return p
 
 
 def load_windowed(

@@ -33,6 +33,7 @@ def profile_run(
     mode: str | None = None,
     env: Mapping[str, str] | None = None,
     profile_range: bool = False,
+    gpu_metrics: bool = False,
 ) -> tuple[Path, int]:
     """:func:`profile_command`, also returning the profiled program's exit status (the CLI
     passes a failure on, as nsys does).
@@ -41,6 +42,7 @@ def profile_run(
     (see ``jlprof.torch.autoenable``), as DLProf's mode needed ``nvidia_dlprof_pytorch_nvtx``.
     ``profile_range`` (DLProf's ``--nsys_profile_range=true``, guide §4.6): collect only between
     the program's ``cudaProfilerStart``/``Stop`` (``torch.cuda.profiler.start()``/``stop()``).
+    ``gpu_metrics``: nsys also samples GPU metrics (``--gpu-metrics-device=all``, docs/kernels.md).
     """
     from jlprof import nsys
 
@@ -54,6 +56,7 @@ def profile_run(
         force=force,
         nsys_opts=nsys_opts,
         capture_range="cudaProfilerApi" if profile_range else None,
+        gpu_metrics=gpu_metrics,
     )
     extra = dict(env or {})
     if mode == "pytorch":

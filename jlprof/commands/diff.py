@@ -116,6 +116,10 @@ def render(result: Any, fmt: str) -> str:
 
 
 def run(argv: list[str]) -> int:
+    if sum(w.endswith(".ncu-rep") for w in argv if not w.startswith("-")) == 2:
+        from jlprof.commands.ncu import run_diff  # two Nsight Compute reports (docs/kernels.md)
+
+        return run_diff(argv)
     a = build_parser().parse_args(argv)
     t0 = time.perf_counter()
 

@@ -120,6 +120,10 @@ def resolve_key_node(c: Correlated, key_node: str | None) -> str | None:
 class Analysis:
     """A correlated trace aggregated per iteration; re-aggregates without re-reading."""
 
+    # Nsight Compute's measured figures per kernel (``engine.ncu.per_kernel``), once a report
+    # is joined (``Profile.attach_ncu``); the kernel report shows them
+    ncu_kernels: pd.DataFrame | None = None
+
     def __init__(
         self,
         trace: Trace,

@@ -73,6 +73,9 @@ class RunOptions:
     new_iter_start: int | None = None
     new_iter_stop: int | None = None
     regression_threshold: float | None = None
+    ncu_report: Path | None = None  # an Nsight Compute report joined to the kernels
+    ncu: str | None = None  # --ncu[=topN|REGEX]: re-run the cell under ncu (docs/kernels.md)
+    gpu_metrics: bool = False  # nsys GPU metrics sampling asked for (in nsys_opts too)
 
     def says(self, level: str) -> bool:
         """True when messages of ``level`` are shown at this verbosity."""
@@ -120,6 +123,14 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
     if "/" in ns.nsys_base_name or not ns.nsys_base_name:
         raise JlprofError("--nsys_base_name is a file name without a folder (use --output_path)")
     check_nsys_opts(ns.nsys_opts)
+    if getattr(ns, "ncu", None) is not None and (not cell or ns.setup):
+        raise JlprofError(
+            "--ncu re-runs a profiled cell under Nsight Compute: use it on %%dlprof around "
+            "the cell (not with --setup); for a script, jlprof ncu --kernels top5 python x.py"
+        )
+    nsys_opts = ns.nsys_opts
+    if getattr(ns, "gpu_metrics", False) and "--gpu-metrics-device" not in nsys_opts:
+        nsys_opts = f"{nsys_opts} --gpu-metrics-device=all".strip()  # docs/kernels.md
     return RunOptions(
         key_node=ns.key_node,
         iter_start=ns.iter_start,
@@ -130,7 +141,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         profile_name=ns.profile_name,
         delay=ns.delay,
         duration=ns.duration,
-        nsys_opts=ns.nsys_opts,
+        nsys_opts=nsys_opts,
         nsys_base_name=ns.nsys_base_name,
         force=ns.force,
         verbosity=ns.verbosity,
@@ -141,7 +152,7 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         scheduler=ns.scheduler,
         name=ns.name,
         kernel=kernel,
-        nsys_opts_given=bool(ns.nsys_opts),
+        nsys_opts_given=bool(nsys_opts),
         isolate_network=ns.isolate_network,
         isolate_network_given="isolate_network" in getattr(ns, "given_options", ()),
         diff=(Path(ns.diff[0]).expanduser(), Path(ns.diff[1]).expanduser()) if ns.diff else None,
@@ -150,6 +161,9 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
         new_iter_start=ns.new_iter_start,
         new_iter_stop=ns.new_iter_stop,
         regression_threshold=ns.regression_threshold,
+        ncu_report=Path(ns.ncu_report).expanduser() if getattr(ns, "ncu_report", None) else None,
+        ncu=getattr(ns, "ncu", None),
+        gpu_metrics=bool(getattr(ns, "gpu_metrics", False)),
     )
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import shlex
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +78,7 @@ class Session:
         self.nsys_opts = ""
         self.isolate_network = False
         self.lost_state = False  # a sidecar died since the last start
+        self.setup_cells: list[str] = []  # the sidecar's --setup cells, for --ncu's re-run
 
     def ensure(
         self, nsys_opts: str, nsys_opts_given: bool, say: Say, isolate_network: bool | None = None
@@ -85,6 +89,7 @@ class Session:
             self.sidecar.shutdown(timeout=5)
             self.sidecar = None
             self.lost_state = True
+            self.setup_cells = []
         if self.sidecar is not None:
             if nsys_opts_given and nsys_opts != self.nsys_opts:
                 raise JlprofError(
@@ -120,6 +125,7 @@ class Session:
     def died(self) -> None:
         self.sidecar = None
         self.lost_state = True
+        self.setup_cells = []
 
     def status(self) -> dict[str, Any]:
         if self.sidecar is None:
@@ -133,6 +139,7 @@ class Session:
         self.sidecar = None
         self.lost_state = False
         self.isolate_network = False
+        self.setup_cells = []
         return had
 
 
@@ -170,7 +177,10 @@ def run_setup(
     """``%%dlprof --setup``: run in the sidecar without capture."""
     sidecar = _ensure(session, opts, say)
     try:
-        return sidecar.execute(code, store_history=True, on_message=on_message, on_input=on_input)
+        res = sidecar.execute(code, store_history=True, on_message=on_message, on_input=on_input)
+        if getattr(res, "status", "ok") == "ok":
+            session.setup_cells.append(code)
+        return res
     except SidecarDied:
         session.died()
         raise
@@ -274,6 +284,10 @@ def run_captured(
         step(STEPS[4])
         result.profile, warnings = analyse(result.database, opts, capture_domain=DOMAIN)
         result.warnings += warnings
+        if opts.gpu_metrics and result.profile.report("gpu_metrics").empty:
+            from jlprof.engine.gpu_metrics import UNAVAILABLE
+
+            result.warnings.append(UNAVAILABLE)
         step(STEPS[5])
         result.written = result.profile.write_reports(
             folder, opts.reports, opts.formats, force=opts.force, progress=step.progress.detail
@@ -297,8 +311,50 @@ def run_captured(
             raise
         return result
     step.done(f"{result.profile.iterations.count} iterations analysed")
+    if opts.ncu is not None:
+        try:
+            ncu_rerun(result, opts, session.setup_cells, code, say, session.cwd)
+        except JlprofError as exc:
+            result.warnings.append(f"--ncu: {exc}")
     _write_manifest(result, opts)
     return result
+
+
+def ncu_rerun(
+    result: RunResult,
+    opts: RunOptions,
+    setup_cells: list[str],
+    code: str,
+    say: Say,
+    cwd: Path | None = None,
+    ncu: str | None = None,
+) -> Path | None:
+    """``%%dlprof --ncu``: the setup cells and the cell as one script in the run folder, run
+    under ncu for the kernels chosen from the cell's profile; ncu's report joined to the
+    profile. Without ncu on PATH the command is kept for a GPU machine. Returns the report."""
+    from jlprof.nsys.ncu import SLOWDOWN_NOTE
+
+    folder = result.folder or Path(".")
+    script = folder / "ncu_cell.py"
+    with outputs.written(script) as tmp:
+        tmp.write_text("\n\n".join([*setup_cells, code]) + "\n", encoding="utf-8")
+    result.written.append(script)
+    cmd = result.profile.ncu_command([sys.executable, str(script)], opts.ncu,
+                                     output=str(folder / "ncu_cell"), force=opts.force)  # fmt: skip
+    exe = ncu or shutil.which("ncu")
+    line = shlex.join(cmd.argv)
+    if exe is None:
+        result.warnings.append(f"ncu is not on PATH: nothing re-run. On a machine with a GPU "
+                               f"and Nsight Compute: {line}; then %dlprof --database="
+                               f"{result.database} --ncu_report={cmd.output}")  # fmt: skip
+        return None
+    say(f"re-running the cell under ncu for {cmd.what}. {SLOWDOWN_NOTE}.")
+    proc = subprocess.run([exe, *cmd.argv[1:]], cwd=cwd, check=False)
+    if proc.returncode != 0 or not cmd.output.is_file():
+        raise JlprofError(f"ncu exited with status {proc.returncode} and no report ({line})")
+    result.written.append(cmd.output)
+    result.profile.attach_ncu(cmd.output)
+    return cmd.output
 
 
 def _step_of(message: str) -> str:
@@ -355,6 +411,11 @@ def analyse(
             profile.set_range(opts.iter_start, opts.iter_stop)
         except AnalysisError as exc:
             warnings.append(str(exc))
+    if opts.ncu_report is not None:  # docs/kernels.md: a failed join leaves the profile
+        try:
+            profile.attach_ncu(opts.ncu_report)
+        except JlprofError as exc:
+            warnings.append(f"--ncu_report not joined: {exc}")
     return profile, warnings
 
 

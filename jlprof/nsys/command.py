@@ -147,6 +147,7 @@ def profile_command(
     force: bool = False,
     nsys_opts: str | Sequence[str] | None = None,
     nsys: NsysInfo | None = None,
+    gpu_metrics: bool = False,
 ) -> ProfileCommand:
     """Build the ``nsys profile`` argv that records ``app`` to ``output`` (.qdstrm/.nsys-rep).
 
@@ -158,6 +159,8 @@ def profile_command(
     the defaults (``-t``, ``-s``) and add any other nsys option, but not one jlprof sets itself:
     the output, ``--export`` (jlprof exports), ``-f`` (use ``force``), ``--command-file`` (its
     contents cannot be checked), and the capture range, delay or duration when given here.
+    ``gpu_metrics``: also sample GPU metrics on every GPU (``--gpu-metrics-device=all``), unless
+    ``nsys_opts`` chooses the devices itself.
     """
     app = _program(app)
     base = _output_base(output)
@@ -169,6 +172,8 @@ def profile_command(
     argv = _controlled_argv(controlled, user, user_set, base)
     traced, defaults = _default_argv(user_set, trace, trace_dl_libraries, sample, cpuctxsw)
     argv += defaults
+    if gpu_metrics and not {"gpu-metrics-device", "gpu-metrics-devices"} & set(user_set):
+        argv += ["--gpu-metrics-device=all"]
     effective_range = _check_capture_tracing(capture_range, user_set, traced)
 
     # User options that jlprof also sets with the same value were already emitted once.

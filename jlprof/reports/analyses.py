@@ -7,12 +7,14 @@ writers, ``--reports`` and ``Profile.report`` pick them up by name (``catalog.BU
 ``launch_stats``        per kernel: launch latency, queueing, launch-bound share, outliers
 ``iteration_outliers``  per iteration: duration, partial, robust z, outlier (``engine.outliers``)
 ``roofline``            per op with modelled FLOPs: FLOP/s, B/s, intensity, roofline position
+``gpu_metrics``         per GPU and iteration: nsys's sampled SM/Tensor active, DRAM bandwidth
 
 The engine frames (whole profile, per key node) are cached on the analysis (``once``).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +30,29 @@ from jlprof.reports.tables import kernel_frame, op_frame, take_categorical
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
+
+
+def gpu_metrics_samples(p: Analysis) -> pd.DataFrame:
+    """nsys's GPU metrics samples of the profile's export (``engine.gpu_metrics``; cached);
+    empty for a profile with none, or one loaded from a jlprof database."""
+    from jlprof.engine.gpu_metrics import COLUMNS, read_gpu_metrics
+
+    def build() -> pd.DataFrame:
+        src = getattr(p.trace, "source", None)
+        if src is None or Path(src).suffix != ".sqlite" or not Path(src).is_file():
+            return pd.DataFrame(columns=COLUMNS)
+        return read_gpu_metrics(src)
+
+    return p.once("gpu_metrics", build)
+
+
+def gpu_metrics_report(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
+    """One row per (GPU, iteration) of lo..hi with GPU metrics samples: their count and mean
+    SM active, Tensor active and DRAM bandwidth (% of peak); no rows where none were recorded
+    (``engine.gpu_metrics.UNAVAILABLE`` says why)."""
+    from jlprof.engine.gpu_metrics import per_iteration
+
+    return per_iteration(gpu_metrics_samples(p), p.iterations.bounds_ns, lo, hi)
 
 
 def idle_frame(p: Analysis) -> pd.DataFrame:

@@ -28,6 +28,7 @@ BUILDERS = {
     "launch_stats": analyses.launch_report,
     "iteration_outliers": analyses.outliers_report,
     "roofline": analyses.roofline_report,
+    "gpu_metrics": analyses.gpu_metrics_report,
 }
 
 

@@ -167,10 +167,31 @@ def kernel(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     cols.update(_stats(df, "gpu", "GPU Time", calls))
     cols.update(_stats(df, "api", "API Time", calls))
     cols["Long Kernel Name"] = df["long_kernel_name"].to_numpy()
+    if p.ncu_kernels is not None:
+        cols.update(measured_columns(p.ncu_kernels, df))
     out = pd.DataFrame(cols)
     return out.sort_values("Total GPU Time (ns)", ascending=False, kind="stable").reset_index(
         drop=True
     )
+
+
+def measured_columns(per_kernel: pd.DataFrame, df: pd.DataFrame) -> dict[str, Any]:
+    """Nsight Compute's figures per kernel (mean of its measured launches; NaN where ncu did
+    not profile it) and the Tensor Core verdict with how it was decided (docs/kernels.md), for
+    the rows of a (kernel, op) frame ``df`` (``kernel_frame``: ``kernel``, ``uses_tc``)."""
+    from jlprof.engine.ncu import REPORT_COLUMNS, tc_verdict
+
+    m = per_kernel.reindex(df["kernel"].to_numpy())
+    pipe = m["tensor_pipe_pct"].to_numpy(float)
+    verdicts = [tc_verdict(u, t) for u, t in zip(df["uses_tc"].to_numpy(bool), pipe, strict=False)]
+    cols: dict[str, Any] = {
+        "Uses TC": np.array([v[0] for v in verdicts], dtype=bool),
+        "TC Verdict": [v[1] for v in verdicts],
+        "Measured Launches": m["launches"].fillna(0).to_numpy(np.int64),
+    }
+    for src, label in REPORT_COLUMNS.items():
+        cols[label] = m[src].to_numpy(float)
+    return cols
 
 
 def _kernel_columns(p: Analysis) -> list[str]:
@@ -178,7 +199,12 @@ def _kernel_columns(p: Analysis) -> list[str]:
     cols.append("Uses TC")
     for label in ("GPU Time", "API Time"):
         cols += [f"{s} {label} (ns)" for s, _ in STATS]
-    return [*cols, "Long Kernel Name"]
+    cols.append("Long Kernel Name")
+    if p.ncu_kernels is not None:  # the measured columns, as measured_columns adds them
+        from jlprof.engine.ncu import REPORT_COLUMNS
+
+        cols += ["TC Verdict", "Measured Launches", *REPORT_COLUMNS.values()]
+    return cols
 
 
 def tensor(p: Analysis, lo: int, hi: int) -> pd.DataFrame:

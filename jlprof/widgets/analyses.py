@@ -139,6 +139,29 @@ def roofline_data(p: Analysis, lo: int, hi: int) -> tuple[pd.DataFrame, dict[str
     return pts, roofs
 
 
+def measured_roofline_data(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
+    """The roofline's measured points: each launch Nsight Compute measured (``--ncu_report``)
+    and joined to a kernel launched in lo..hi, with FP work and DRAM traffic: intensity =
+    measured FLOPs / DRAM bytes, TFLOP/s = measured FLOPs / ncu's duration. Tensor Core MMA
+    work is not in ncu's FLOP counts (docs/kernels.md): a Tensor Core GEMM has no point here."""
+    cols = ["kernel", "ai", "tflops"]
+    j = getattr(p, "ncu_launches", None)
+    if j is None or j.empty:
+        return pd.DataFrame(columns=cols)
+    j = j[(j["gpu_row"] >= 0) & (j["flops"] > 0) & (j["dram_bytes"] > 0) & (j["duration_ns"] > 0)]
+    it = p.gpu_iter[j["gpu_row"].to_numpy(np.int64)] if len(j) else np.zeros(0, np.int64)
+    j = j[(it >= lo) & (it <= hi)]
+    short = p.kernel_flags["short_name"].to_numpy(object)
+    codes = p.correlated.gpu["long_name"].cat.codes.to_numpy()[j["gpu_row"].to_numpy(np.int64)]
+    return pd.DataFrame(
+        {
+            "kernel": short[codes] if len(j) else np.zeros(0, object),
+            "ai": (j["flops"] / j["dram_bytes"]).to_numpy(np.float64),
+            "tflops": (j["flops"] / (j["duration_ns"] * 1e-9) / 1e12).to_numpy(np.float64),
+        }
+    )
+
+
 class AnalysesViews:
     """The four tabs' figures and sources (built once, data replaced in place)."""
 
@@ -279,6 +302,19 @@ class AnalysesViews:
             text_color="#555555",
         )
         pts = r.scatter(x="ai", y="tflops", source=self.roof_src, size=8, color="#2ca02c")
+        self.roof_measured = ColumnDataSource({"kernel": [], "ai": [], "tflops": []})
+        meas = r.scatter(x="ai", y="tflops", source=self.roof_measured, size=9, marker="diamond",
+                         color="#ff7f0e")  # fmt: skip
+        r.add_tools(
+            HoverTool(
+                renderers=[meas],
+                tooltips=[
+                    ("kernel (measured by ncu)", "@kernel"),
+                    ("AI", "@ai{0.00} FLOP/B"),
+                    ("TFLOP/s", "@tflops{0.000}"),
+                ],
+            )
+        )
         r.add_tools(
             HoverTool(
                 renderers=[pts],
@@ -323,7 +359,9 @@ class AnalysesViews:
         self.update_why(p, lo, hi)
         pts, roofs = roofline_data(p, lo, hi)
         self.roof_src.data = {c: pts[c].to_numpy() for c in pts.columns}
-        lines = _roofs(roofs, pts)
+        meas = measured_roofline_data(p, lo, hi)
+        self.roof_measured.data = {c: meas[c].to_numpy() for c in meas.columns}
+        lines = _roofs(roofs, pd.concat([pts[["ai"]], meas[["ai"]]], ignore_index=True))
         self.roof_lines.data = lines
         self.roof_labels.data = {
             "x": [xs[-1] for xs in lines["xs"]],
@@ -336,6 +374,7 @@ class AnalysesViews:
         self.roof_note.text = (
             f"{len(pts)} ops with recorded shapes · {roofs['gpu'] or 'GPU unknown'}"
             + (f" ({roofs['model']} roofs)" if roofs["model"] else " (not in the peak table)")
+            + (f" · ◆ {len(meas)} launches measured by ncu" if len(meas) else "")
         )
 
     def update_why(self, p: Analysis, lo: int, hi: int) -> None:
@@ -436,6 +475,7 @@ __all__ = [
     "AnalysesViews",
     "idle_data",
     "launch_data",
+    "measured_roofline_data",
     "outlier_data",
     "roofline_data",
     "why_slow_data",

@@ -25,7 +25,13 @@ from jlprof.engine.timeline import (  # the timelines are the engine's: re-expor
 )
 from jlprof.reports import catalog
 from jlprof.reports.expert import findings
-from jlprof.reports.tables import iterations_table, kernel_frame, op_frame, summary_report
+from jlprof.reports.tables import (
+    iterations_table,
+    kernel_frame,
+    measured_columns,
+    op_frame,
+    summary_report,
+)
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
@@ -174,6 +180,9 @@ def kernels(p: Analysis, lo: int, hi: int, node: str | None = None) -> pd.DataFr
     if kf.empty:
         return pd.DataFrame(columns=KERNEL_TABLE_COLUMNS)
     out = kernel_table_rows(kf)
+    if p.ncu_kernels is not None:  # ncu measured: its verdict (docs/kernels.md)
+        m = measured_columns(p.ncu_kernels, kf)
+        out["Uses TC"], out["TC Verdict"] = m["Uses TC"], m["TC Verdict"]
     if node:
         out = out[out["Op ID"].isin(ops_under(p, node))]
     order = np.argsort(-out["Total GPU Time (ns)"].to_numpy(), kind="stable")
@@ -240,6 +249,36 @@ def hints(p: Analysis, lo: int, hi: int) -> list[dict[str, Any]]:
         }
         for f in findings(p, lo, hi)
     ]
+
+
+#: most points of the GPU-metrics lane: samples beyond it are averaged into time bins
+MAX_METRIC_POINTS = 2_000
+
+
+def gpu_metrics_lane(p: Analysis, window_ns: tuple[int, int]) -> pd.DataFrame:
+    """The timeline's GPU-metrics lane: nsys's samples in ``window_ns``, averaged over GPUs
+    and into at most :data:`MAX_METRIC_POINTS` equal time bins (``ts_ns`` each bin's middle;
+    SM active, Tensor active, DRAM read + write, % of peak). Empty without GPU metrics."""
+    from jlprof.engine.gpu_metrics import figure_of
+    from jlprof.reports.analyses import gpu_metrics_samples
+
+    cols = ["ts_ns", "sm_active", "tensor_active", "dram_bw"]
+    s = gpu_metrics_samples(p)
+    a, b = int(window_ns[0]), int(window_ns[1])
+    s = s[(s["ts_ns"] >= a) & (s["ts_ns"] <= b)]
+    if s.empty:
+        return pd.DataFrame(columns=cols)
+    fig = np.array([figure_of(m)[0] for m in s["metric"]], dtype=object)
+    one = (s.assign(figure=fig).groupby(["gpu", "ts_ns", "figure"])["value"].sum()
+           .unstack("figure").reset_index())  # fmt: skip
+    edges = np.linspace(a, b, MAX_METRIC_POINTS + 1)
+    one["bin"] = np.clip(np.searchsorted(edges, one["ts_ns"].to_numpy(), "right") - 1, 0,
+                         MAX_METRIC_POINTS - 1)  # fmt: skip
+    means = one.groupby("bin").mean(numeric_only=True)
+    out = pd.DataFrame({"ts_ns": (edges[means.index] + edges[means.index + 1]) / 2})
+    for c in cols[1:]:
+        out[c] = means[c].to_numpy(float) if c in means else np.nan
+    return out
 
 
 __all__ = [

@@ -44,6 +44,7 @@ def fill(
     gpu, merged = data.gpu_timeline(p, lo, hi, max_kernel_glyphs)
     b = p.iterations.bounds_ns
     views.update_timeline(gpu, merged, data.nvtx_timeline(p, lo, hi), (b[lo], b[hi + 1]))
+    views.update_gpu_metrics(data.gpu_metrics_lane(p, (b[lo], b[hi + 1])))
     views.update_tree(data.op_tree(p, lo, hi))
     if kernels:
         views.update_kernels(data.kernels(p, lo, hi), None)

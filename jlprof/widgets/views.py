@@ -112,17 +112,20 @@ class Views:
         tools = "xbox_select,tap,xpan,xwheel_zoom,reset,save" if interactive else "save"
         self._iteration_view(tools)
         self._gpu_timeline_view(interactive)
+        self._gpu_metrics_view()
         self._tables()
         self._tensor_core_view(no_kernels)
         tables = row(
             column(Div(text="<b>Op tree</b> (select a node)"), self.tree_table),
             column(self.kernel_title, self.kernel_table),
         )
-        self.layout = column(self.iter_fig, self.gpu_fig, self.lod_note, tables, self.tc_fig)
+        self.layout = column(
+            self.iter_fig, self.gpu_fig, self.metrics_fig, self.lod_note, tables, self.tc_fig
+        )
         _one_way(self.layout, self.range_box)
         # without tables: what the static (no kernel) rendering shows
         # (plots only: Divs and tables need BokehJS' widget bundles, another 0.7 MB inline)
-        self.static_layout = column(self.iter_fig, self.gpu_fig, self.tc_fig)
+        self.static_layout = column(self.iter_fig, self.gpu_fig, self.metrics_fig, self.tc_fig)
 
     def _iteration_view(self, tools: str) -> None:
         """The iteration timeline: ms per iteration by duration category; select to aggregate."""
@@ -254,6 +257,39 @@ class Views:
             styles={"font-size": "11px", "color": "#555"},
         )
 
+    def _gpu_metrics_view(self) -> None:
+        """nsys's GPU metrics under the GPU timeline, on its time axis (docs/kernels.md);
+        hidden while the profile has none."""
+        self.metrics_src = ColumnDataSource(
+            {k: [] for k in ("t_ms", "sm_active", "tensor_active", "dram_bw")}
+        )
+        m = figure(
+            height=150,
+            width=WIDTH,
+            title="GPU metrics (nsys sampling, % of peak, averaged over GPUs)",
+            x_range=self.gpu_fig.x_range,
+            y_range=Range1d(0, 100),
+            tools="save",
+            x_axis_label="ms since profile start",
+        )
+        for key, color, label in (("sm_active", "#1f77b4", "SM active"),
+                                  ("tensor_active", "#2ca02c", "Tensor active"),
+                                  ("dram_bw", "#ff7f0e", "DRAM bandwidth")):  # fmt: skip
+            m.line("t_ms", key, source=self.metrics_src, color=color, legend_label=label)
+        m.legend.orientation = "horizontal"
+        m.legend.location = "top_left"
+        m.legend.label_text_font_size = "9pt"
+        m.visible = False
+        self.metrics_fig = m
+
+    def update_gpu_metrics(self, lane: pd.DataFrame) -> None:
+        """The GPU-metrics lane of the shown window (``data.gpu_metrics_lane``)."""
+        self.metrics_src.data = {
+            "t_ms": (lane["ts_ns"].to_numpy(float) - self.t0_ns) / 1e6,
+            **{k: lane[k].to_numpy(float) for k in ("sm_active", "tensor_active", "dram_bw")},
+        }
+        self.metrics_fig.visible = len(lane) > 0
+
     def _tables(self) -> None:
         """The op tree and the kernel table."""
         self.tree_src = ColumnDataSource(
@@ -294,7 +330,7 @@ class Views:
                 TableColumn(field="calls", title="Calls", width=45),
                 TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=60),
                 TableColumn(field="avg_us", title="Avg µs", formatter=ms, width=55),
-                TableColumn(field="uses_tc", title="TC", width=30),
+                TableColumn(field="uses_tc", title="TC", width=45),
             ],
             width=480,
             height=240,
@@ -456,7 +492,10 @@ class Views:
             "calls": k["Calls"].to_numpy(np.int64),
             "gpu_ms": k["Total GPU Time (ns)"].to_numpy(np.int64) / 1e6,
             "avg_us": k["Avg. GPU Time (ns)"].to_numpy(float) / 1e3,
-            "uses_tc": np.where(k["Uses TC"].to_numpy(bool), "yes", "no"),
+            "uses_tc": np.char.add(
+                np.where(k["Uses TC"].to_numpy(bool), "yes", "no"),
+                np.where(k["TC Verdict"] == "measured", " ncu", "") if "TC Verdict" in k else "",
+            ).astype(object),
         }
         where = f"under <code>{html.escape(node)}</code>" if node else "(all ops)"
         why = self.no_kernels or "no kernels in the selected iterations"
