@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Examples:\n  jlprof --database=run.sqlite --key_node=optimizer_step --reports=all\n"
         "  jlprof --reports iteration tensor node_op -- python train.py --epochs 1\n"
         "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)\n"
-        "  jlprof view PROFILE [--export-html FILE]   (docs/viewer.md)",
+        "  jlprof view PROFILE [--export-html FILE]   (docs/viewer.md)\n"
+        "  jlprof prof DB [-c idx,dir,kernel,params,sil] [--csv | -w WIDTH]   (docs/kernels.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
         allow_abbrev=False,
@@ -462,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
         from jlprof.commands.diff import run as run_diff
 
         return run_diff(words[1:])
+    if words[:1] == ["prof"]:  # sub-command: jlprof prof DB, PyProf's table (docs/kernels.md)
+        from jlprof.commands.prof import run as run_prof
+
+        return run_prof(words[1:])
     if words[:1] == ["view"]:  # sub-command: jlprof view PROFILE (docs/viewer.md)
         from jlprof.viewer import main as view
 

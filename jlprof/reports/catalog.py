@@ -9,7 +9,7 @@ import pandas as pd
 
 from jlprof.engine.memory import heavy_stage
 from jlprof.errors import AnalysisError
-from jlprof.reports import ALIASES, REPORT_NAMES, analyses, tables
+from jlprof.reports import ALIASES, REPORT_NAMES, analyses, prof, tables
 from jlprof.reports.expert import run_all
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ BUILDERS = {
     "launch_stats": analyses.launch_report,
     "iteration_outliers": analyses.outliers_report,
     "roofline": analyses.roofline_report,
+    "prof": prof.prof_report,
 }
 
 
