@@ -276,8 +276,13 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
     if beyond:
         say(f"reading the whole trace: --reports {beyond[0]} reads every row", "detailed")
         return False
+    from jlprof.engine.nvprof import is_nvprof
     from jlprof.engine.store import is_dldb, is_jlprof_db
 
+    if is_nvprof(db):  # an nvprof database is read whole (jlprof.engine.nvprof)
+        if args.windowed == "true":
+            raise OptionError("--windowed true reads nsys SQLite exports only, not nvprof's.")
+        return False
     whole = [f for f, on in (("--save_db", args.save_db), ("--dump_model_data",
              args.dump_model_data)) if on]  # fmt: skip
     if args.windowed == "true":

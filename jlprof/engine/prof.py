@@ -17,8 +17,9 @@ Tensor Core use. This module does the same from the correlated trace:
   first id above the previous kernel's), ``altseq`` the other ids of the enclosing ranges;
 - the models (:func:`op_model`) are PyProf's for linear, conv1d/2d, addmm/mm/bmm/matmul,
   pointwise ops, copy/clone/contiguous; any other op gets PyProf's fallback (``T=`` shapes,
-  0 FLOPs, 0 bytes). PyProf's linear byte count multiplies only ``N*K`` by the element size
-  (operator precedence); here all three operands are, as in its addmm/mm.
+  0 FLOPs, 0 bytes). The formulas are PyProf's as it computes them, quirks included (its
+  linear GEMM bytes ``M*N + M*K + N*K*size`` scale only the weight by the element size), so
+  the table prints what PyProf printed.
 
 :func:`format_params` is PyProf's ``Data.setParams``: a parameter dict as ``M=64,N=8,K=32,fp16,``.
 """
@@ -179,7 +180,8 @@ def _linear(args: list[dict], d: str, sub: int, kernel: str) -> Model:
             return {"X": xs, "W": ws, "type": t}, 0.0, 0.0, tc
         else:
             p = {"M": m, "N": n, "K": k, "type": t}
-        return p, 2.0 * m * nn * k, float(s * (m * nn + m * k + nn * k)), tc
+        # PyProf's byte count as it computes it: only N*K is scaled by the element size
+        return p, 2.0 * m * nn * k, float(m * nn + m * k + nn * k * s), tc
     return {"M": m, "N": n, "type": t}, float(m * nn), float(2 * m * nn * s), "-"  # bias
 
 

@@ -141,8 +141,8 @@ LINEAR = _m("torch.nn.functional", "linear", _t((32, 64), "float16"), _t((128, 6
 
 # (marker, kernel, params, flops, bytes, tc), each worked from PyProf's formulas by hand
 CASES = [
-    # linear, fprop GEMM: M = W rows, N = X rows, K; 2MNK; s * (MN + MK + NK)
-    (LINEAR, H884, "M=128,N=32,K=64,fp16,", 2 * 128 * 32 * 64, 2 * (4096 + 8192 + 2048), "1"),
+    # linear, fprop GEMM: M = W rows, N = X rows, K; 2MNK; PyProf's MN + MK + NK * s
+    (LINEAR, H884, "M=128,N=32,K=64,fp16,", 2 * 128 * 32 * 64, 4096 + 8192 + 2048 * 2, "1"),
     # its bias kernel: M*N FLOPs, 2*M*N elements read and written
     (LINEAR, BIAS, "M=128,N=32,fp16,", 128 * 32, 2 * 128 * 32 * 2, "-"),
     # addmm(C, A[8,32], B[32,16]): PyProf prints M=n, N=m
