@@ -8,16 +8,18 @@ Tensor Core use. This module does the same from the correlated trace:
 
 - the enclosing ranges are the launching call's innermost range and its parents (the call's
   thread, DESIGN.md rule 2), walked once per distinct innermost range;
-- the op is the **innermost** PyProf op marker (PyProf takes the outermost: on a trace
-  whose wrapper ranges were never popped, e.g. ``__getattr__``, that names every kernel
-  after the leak); a backward kernel without one takes the last forward kernel's marker with
-  the same sequence id (PyProf's ``findFpropKernel``);
+- the op is the **outermost** PyProf op marker, as PyProf takes it (``F.linear``, not the
+  ``addmm`` it calls; a wrapper range that was never popped, e.g. ``__getattr__`` in
+  mmagic-pyprof-a100, names every later kernel, in PyProf as here); a backward kernel without
+  one takes the last forward kernel's marker with the same sequence id (``findFpropKernel``);
 - ``seq`` is parsed with :mod:`jlprof.engine.emit_nvtx` (every PyTorch spelling, ``op_id``
   suffix included): the kernel's sequence id as PyProf's ``parse.py`` picks it (forward: the
   first id above the previous kernel's), ``altseq`` the other ids of the enclosing ranges;
 - the models (:func:`op_model`) are PyProf's for linear, conv1d/2d, addmm/mm/bmm/matmul,
-  pointwise ops, copy/clone/contiguous; any other op gets PyProf's fallback (``T=`` shapes,
-  0 FLOPs, 0 bytes). The formulas are PyProf's as it computes them, quirks included (its
+  pointwise ops, copy/clone/contiguous, embedding, dropout, norm, softmax, log_softmax,
+  batch_norm and the activations; any other op, or a call whose arguments PyProf's model
+  asserts against (where PyProf stops with an AssertionError), gets PyProf's fallback (``T=``
+  shapes, 0 FLOPs, 0 bytes). The formulas are PyProf's as it computes them, quirks included (its
   linear GEMM bytes ``M*N + M*K + N*K*size`` scale only the weight by the element size), so
   the table prints what PyProf printed.
 
@@ -30,6 +32,7 @@ import ast
 import math
 import re
 from collections.abc import Callable
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -155,7 +158,7 @@ def _tc(kernel: str) -> int:
     return int(any(p in kernel for p in TC_WHITELIST))
 
 
-Model = tuple[dict[str, Any] | str, float, float, Any]  # params, flops, bytes, tc
+Model = tuple  # (params, FLOPs, bytes, tc[, op name when the model renames it])
 
 GEMM_KERNELS = ("gemm", "gemv", "dot_kernel", "splitKreduce_kernel", "reduce_1Block_kernel",
                 "cutlass")  # fmt: skip
@@ -182,7 +185,8 @@ def _linear(args: list[dict], d: str, sub: int, kernel: str) -> Model:
             p = {"M": m, "N": n, "K": k, "type": t}
         # PyProf's byte count as it computes it: only N*K is scaled by the element size
         return p, 2.0 * m * nn * k, float(m * nn + m * k + nn * k * s), tc
-    return {"M": m, "N": n, "type": t}, float(m * nn), float(2 * m * nn * s), "-"  # bias
+    bias: Model = ({"M": m, "N": n, "type": t}, float(m * nn), float(2 * m * nn * s), "-")
+    return (*bias, "bias")  # PyProf names a linear's bias kernel op "bias"
 
 
 CONV_AUX = ("nchwToNhwc", "nhwcToNchw", "OffsetsKernel", "generateWinogradTilesKernel",
@@ -332,10 +336,12 @@ def _pointwise(op: str, args: list[dict], d: str) -> Model | None:
     if op in UNARY:
         return params, float(_numel(ts[0][0])), float(2 * nbytes(*ts[0])), "-"
     if op in TRANSCENDENTAL:
+        if len(ts) != 1:  # where PyProf's model asserts, the fallback answers
+            return None
         return params, float(20 * _numel(ts[0][0])), float(2 * nbytes(*ts[0])), "-"
     if op in TERNARY:
         ts = [x for x in ts if x[0]]
-    if len(ts) < 2:
+    if len(ts) != (3 if op in TERNARY else 2):  # e.g. the old add_(alpha, other): PyProf stops
         return None
     o, ot = out()
     if op in BINARY and d == "bprop":
@@ -366,16 +372,66 @@ def _copy_like(op: str, args: list[dict]) -> Model | None:
     return None
 
 
+def _tensor(a: dict) -> tuple[list[int], str]:
+    return list(a["shape"]), a["dtype"]
+
+
+def _tstr(shape: list[int], dtype: str) -> str:
+    """PyProf's ``str(Tensor)``: ``[35,20,200]fp32``."""
+    return str(list(shape)).replace(" ", "") + _tname(dtype)
+
+
+ACTIVATION = {"celu", "elu", "elu_", "hardshrink", "hardtanh", "hardtanh_", "leaky_relu",
+              "leaky_relu_", "logsigmoid", "prelu", "relu", "relu_", "relu6", "rrelu", "rrelu_",
+              "selu", "sigmoid", "softplus", "softshrink", "softsign", "tanh", "tanhshrink",
+              "threshold", "threshold_"}  # fmt: skip
+
+
+def _layers(op: str, args: list[dict], d: str, sub: int) -> Model | None:
+    """PyProf's embedding, dropout, norm, softmax, log_softmax, batch_norm and activation
+    models (``pyprof/prof/{embedding,dropout,reduction,softmax,normalization,activation}.py``)."""
+    pos = _positional(args)
+    if op == "embedding":
+        (si, ti), (se, te) = _tensor(args[0]), _tensor(args[1])
+        n = _numel(si)
+        b = n * _size(ti) + 2 * n * se[1] * _size(te) if d == "fprop" else 3 * n * se[1] * _size(te)
+        b = 0 if d != "fprop" and sub > 0 else b
+        return f"{_tstr(si, ti)};{_tstr(se, te)}", 0.0, float(b), "-"
+    if op == "dropout":
+        sh, t = _tensor(args[0])
+        return _tstr(sh, t), float(5 * _numel(sh)), float(2 * _numel(sh) * _size(t)), "-"
+    if op == "norm":
+        sh, t = _tensor(args[0])
+        e = _numel(sh)
+        f, b = (2 * e + 1, e * _size(t)) if sub == 0 else (0, 0)
+        return {"T": tuple(sh), "type": t}, float(f), float(b), "-"
+    if op in ("softmax", "log_softmax", "batch_norm") or op in ACTIVATION:
+        sh, t = _tensor(pos[0] if op in ("softmax", "log_softmax") or op in ACTIVATION else args[0])
+        e, nb = _numel(sh), _numel(sh) * _size(t)
+        if op == "softmax":
+            return _tstr(sh, t), float(40 * e), float(nb * (3 if d == "fprop" else 5)), "-"
+        if op == "log_softmax":
+            return _tstr(sh, t), float(21 * e), float(nb * (3 if d == "fprop" else 5)), "-"
+        if op == "batch_norm":
+            b = 0 if sub > 0 else nb * (4 if d == "fprop" else 5)
+            return _tstr(sh, t), float(8 * e), float(b), "-"
+        return _tstr(sh, t), float(e), float(nb * (2 if d == "fprop" else 3)), "-"
+    return None
+
+
 def _fallback(args: list[dict]) -> Model:
     shapes = [tuple(a["shape"]) for a in args if a.get("type") == "tensor"]
     types = [a["dtype"] for a in args if a.get("type") == "tensor"]
     return {"T": shapes, "type": types}, 0.0, 0.0, "-"
 
 
-def op_model(op: str, args: list[dict], direction: str, sub: int, kernel: str) -> Model:
+def op_model(
+    op: str, args: list[dict], direction: str, sub: int, kernel: str
+) -> tuple[dict[str, Any] | str, float, float, Any, str]:
     """PyProf's per-op model (``prof.py``'s ``foo``) for one kernel of op ``op`` called with
-    ``args`` (the marker's list): (params, FLOPs, bytes, tc). An op or argument list the
-    models do not take gets PyProf's fallback: its tensor shapes, 0 and 0."""
+    ``args`` (the marker's list): (params, FLOPs, bytes, tc, op name: ``bias`` for a linear's
+    bias kernel, else ``op``). An op or argument list the models do not take gets PyProf's
+    fallback: its tensor shapes, 0 and 0."""
     fn: Callable[[], Model | None]
     if op == "linear":
         fn = lambda: _linear(args, direction, sub, kernel)  # noqa: E731
@@ -383,8 +439,12 @@ def op_model(op: str, args: list[dict], direction: str, sub: int, kernel: str) -
         fn = lambda: _conv(op, args, kernel)  # noqa: E731
     elif op in ("addmm", "addmm_", "mm", "bmm", "matmul", "__matmul__"):
         fn = lambda: _gemm_like(op, args, kernel)  # noqa: E731
-    elif op in POINTWISE:
+    elif op in POINTWISE:  # before the activations, as PyProf (sigmoid, tanh)
         fn = lambda: _pointwise(op, args, direction)  # noqa: E731
+    elif op in ("embedding", "dropout", "norm", "softmax", "log_softmax", "batch_norm") or (
+        op in ACTIVATION
+    ):
+        fn = lambda: _layers(op, args, direction, sub)  # noqa: E731
     else:
         fn = lambda: _copy_like(op, args)  # noqa: E731
     try:
@@ -393,10 +453,10 @@ def op_model(op: str, args: list[dict], direction: str, sub: int, kernel: str) -
         got = None
     if got is None:
         try:
-            return _fallback(args)
+            got = _fallback(args)
         except (KeyError, TypeError):
-            return {"T": [], "type": []}, 0.0, 0.0, "-"
-    return got
+            got = ({"T": [], "type": []}, 0.0, 0.0, "-")
+    return (*got[:4], got[4] if len(got) > 4 else op)
 
 
 def _eval(text: str) -> dict | None:
@@ -407,25 +467,53 @@ def _eval(text: str) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
+def _seq_key(m: str) -> str:
+    """PyProf's ``seqcompare``: by sequence id text, then name."""
+    parts = m.split(" = ")
+    return parts[1] + parts[0] if len(parts) > 1 else m
+
+
+def _prune(marks: list[str]) -> list[str]:
+    """PyProf's ``prune``: drop a marker with the previous one's sequence id and a name
+    containing (or contained in) the previous name."""
+    out = marks[:1]
+    for prev, m in pairwise(marks):
+        name, _, seq = m.partition(",")
+        pname, _, pseq = prev.partition(",")
+        if not (seq == pseq and (name in pname or pname in name)):
+            out.append(m)
+    return out
+
+
+def _sanitize(name: str) -> str:
+    for drop in ("torch", "autograd", "_backward", "::", "jit", "(anonymous namespace)"):
+        name = name.replace(drop, "")
+    return name.partition("Backward")[0]
+
+
 class _Markers:
     """PyProf's ``getMarkerInfo`` bins for one stack of enclosing range texts (outermost first)."""
 
-    __slots__ = ("bprop", "layer", "op", "other", "seq", "seq_texts", "trace")
+    __slots__ = ("bprop", "layer", "op", "ops", "other", "seq", "seq_texts", "trace")
 
     def __init__(self, texts: list[str]) -> None:
         self.layer: list[str] = []
         self.trace = ""
         self.op: dict | None = None
-        self.seq_texts: list[str] = []
-        self.other: list[str] = []
+        pyprof: list[dict] = []
+        seq_texts: list[str] = []
+        other: list[str] = []
         trace_texts = []
+        self.bprop = False
         for m in texts:
             if "CheckpointFunctionBackward" in m:
                 continue
+            e = emit_nvtx.parse(m) if ", seq" in m or ", stashed seq" in m else None
+            self.bprop = self.bprop or any(b in m for b in _BPROP) or bool(e and e.node)
             if "mod" in m and "op" in m and "args" in m and "type" in m:
                 d = _eval(m)
                 if d is not None and "op" in d:
-                    self.op = d  # the innermost wins (module docstring)
+                    pyprof.append(d)
             elif "layer:" in m:
                 self.layer.append(m.split(":")[1])
             elif "traceMarker" in m:
@@ -433,36 +521,34 @@ class _Markers:
             elif "strRepr" in m:
                 pass
             elif ", seq = " in m or ", stashed seq = " in m:
-                self.seq_texts.append(m)
-            elif m not in self.other:
-                self.other.append(m)
+                seq_texts.append(m)
+            elif m not in other:
+                other.append(m)
+        self.op = pyprof[0] if pyprof else None  # the outermost, as PyProf (module docstring)
+        self.seq_texts = _prune(sorted(set(seq_texts), key=_seq_key))
+        self.other = other
         seqs = set()
-        self.bprop = False
         for m in self.seq_texts:
             e = emit_nvtx.parse(m)
             if e is not None and e.seq >= 0:
                 seqs.add(e.seq)
-            self.bprop = self.bprop or any(b in m for b in _BPROP) or bool(e and e.node)
         self.seq = sorted(seqs)
+        # PyProf's setOp: every PyProf marker's op, else the backward nodes', else the
+        # sequence markers' names, else the first other text; the sub-sequence id compares
+        # these lists between consecutive kernels
+        if pyprof:
+            self.ops = tuple(str(d["op"]) for d in pyprof)
+        else:
+            back = [_sanitize(m.split(",")[0]) for m in self.seq_texts
+                    if "backward, seq = " in m or "Backward, seq = " in m]  # fmt: skip
+            fwd = [m.split(",")[0] for m in self.seq_texts if ", seq = " in m]
+            self.ops = tuple(back or fwd or other[:1])
         if trace_texts:
             d = _eval(trace_texts[-1])
             frames = d.get("traceMarker") if d else None
             if isinstance(frames, list):
                 keep = [str(f) for f in frames if not any(s in str(f) for s in TRACE_SKIP)]
                 self.trace = ",".join(keep)
-
-    def seq_op(self) -> str:
-        """PyProf's ``setOp`` without a PyProf marker: the backward node, else the op of a
-        sequence marker, else the first other range text."""
-        for m in self.seq_texts:
-            if "backward, seq = " in m or "Backward" in m.split(",")[0]:
-                name = m.split(",")[0]
-                for drop in ("torch", "autograd", "_backward", "::", "jit"):
-                    name = name.replace(drop, "")
-                return name.partition("Backward")[0]
-        for m in self.seq_texts:
-            return m.split(",")[0]
-        return self.other[0] if self.other else ""
 
 
 def _innermost(c: Correlated, calls: np.ndarray) -> list[tuple[int, ...]]:
@@ -525,7 +611,8 @@ def prof_table(c: Correlated) -> pd.DataFrame:
     """One row per kernel, by start time, with PyProf's 20 columns (:data:`COLUMNS`) and
     ``gpu_row`` (the kernel's row of the trace's ``gpu`` frame). ``flops``/``bytes`` are 0
     where the op is not modelled or no PyProf marker encloses the kernel; ``params``, ``tc``,
-    ``dir``, ``mod``, ``op`` are ``na`` where nothing was recorded."""
+    ``dir``, ``mod``, ``op`` are ``na`` (``params``: ``na=na,``, as PyProf prints it) where
+    nothing was recorded."""
     g = c.trace.gpu
     is_kernel = (g["kind"] == "kernel").to_numpy()
     rows = np.flatnonzero(is_kernel)
@@ -546,9 +633,9 @@ def prof_table(c: Correlated) -> pd.DataFrame:
                                                      "block_y", "block_z")}  # fmt: skip
     recs: dict[str, list] = {k: [] for k in COLUMNS if k not in ("idx", "tid", "sil", "device",
                                                                 "stream", "kernel")}  # fmt: skip
-    # per kernel so far: seq ids, direction, marker, op, mod, layer, trace (findFpropKernel)
-    history: list[tuple[list[int], str, dict | None, str, str, list[str], str]] = []
-    prev_seq, prev_sub, prev_op = -1, -1, ""
+    # per kernel so far: seq ids, direction, marker, op, mod, layer, trace, alternate ids
+    history: list[tuple] = []
+    prev_seq, prev_sub, prev_op = -1, -1, ()
     for r in range(n):
         mk = stacks[inner[r]]
         d = "bprop" if mk.bprop else "fprop"
@@ -556,11 +643,13 @@ def prof_table(c: Correlated) -> pd.DataFrame:
         if 0 in seq and len(seq) > 1:  # PyProf: seq 0 (inner ops' default) yields to others
             seq.remove(0)
         marker, layer, trace = mk.op, mk.layer, mk.trace
-        op = str(marker["op"]) if marker else mk.seq_op()
+        op = mk.ops[0] if mk.ops else ""
         mod = str(marker.get("mod", "")) if marker else ""
-        if d == "bprop" and marker is None and seq:  # PyProf's findFpropKernel
-            for h in reversed(history):
-                if seq[0] in h[0] and h[1] == "fprop":
+        if d == "bprop" and marker is None and seq:  # PyProf's findFpropKernel: by seq id,
+            for pos in (0, 7):  # then by alternate id
+                h = next((h for h in reversed(history) if seq[0] in h[pos] and h[1] == "fprop"),
+                         None)  # fmt: skip
+                if h is not None:
                     marker, op, mod, layer, trace = h[2], h[3], h[4], h[5], h[6]
                     break
         sub = 0
@@ -570,19 +659,19 @@ def prof_table(c: Correlated) -> pd.DataFrame:
                 cur = later[0] if later else prev_seq
             else:
                 cur = seq[0]
-            if cur == prev_seq and op == prev_op:
+            if cur == prev_seq and mk.ops == prev_op:  # the kernel's own ops, as PyProf
                 sub = prev_sub + 1
-            prev_seq, prev_sub, prev_op = cur, sub, op
+            prev_seq, prev_sub, prev_op = cur, sub, mk.ops
             alt = sorted(set(seq) - {cur})  # PyProf: the other ids are the alternates
-            seq = [cur]
+            seq = [cur] if cur in seq else []
         else:
             alt = []
-        history.append((seq, d, marker, op, mod, layer, trace))
+        history.append((seq, d, mk.op, op, mod, mk.layer, mk.trace, alt))  # its own markers
         if marker is not None and isinstance(marker.get("args"), list):
-            params, flops, nbytes, tc = op_model(op, marker["args"], d, sub, short[r])
+            params, flops, nbytes, tc, op = op_model(op, marker["args"], d, sub, short[r])
             ptext = format_params(params)
-        else:
-            ptext, flops, nbytes, tc = "na", 0.0, 0.0, "na"
+        else:  # PyProf's defaults: params {"na": "na"}
+            ptext, flops, nbytes, tc = "na=na,", 0.0, 0.0, "na"
         recs["seq"].append(",".join(map(str, seq)) or "-")
         recs["altseq"].append(",".join(map(str, alt)) or "-")
         recs["layer"].append(":".join(layer) or "-")

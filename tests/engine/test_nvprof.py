@@ -1,14 +1,16 @@
 """nvprof databases (``jlprof.engine.nvprof``): the frames, then every report against an nsys
-export of the same run, then ``jlprof prof`` against what PyProf printed for the database.
+export of the same run, then ``jlprof prof`` against what PyProf printed for the database; then a
+real nvprof database of a training step (tests/data/nvprof/profiling-lm-v100) against its
+author's PyProf printout and NVIDIA/PyProf's.
 
 The run (:func:`twin`) is written twice from one description: as nvprof writes it
 (``tests/fixtures/nvprof.py``: callback ids, marker start/end rows, 12-byte object ids, 64-bit
-pthread ids) and as nsys does (``tests/fixtures/nsysdb.py``). No licensed real nvprof database
-of a DL run was found (docs/kernels.md).
+pthread ids) and as nsys does (``tests/fixtures/nsysdb.py``).
 """
 
 from __future__ import annotations
 
+import io
 import lzma
 import sqlite3
 from pathlib import Path
@@ -37,7 +39,11 @@ LINEAR = ("{'mod': 'torch.nn.functional', 'op': 'linear', 'args': [{'name': '', 
 ADD = ("{'mod': 'Tensor', 'op': '__add__', 'args': [{'name': '', 'type': 'tensor', 'shape': "
        "(32, 128), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': (128,), "
        "'dtype': 'float16'}]}")  # fmt: skip
-PYPROF_OUT = Path(__file__).parents[1] / "data" / "pyprof" / "nvprof-twin.prof.txt.xz"
+DATA = Path(__file__).parents[1] / "data"
+PYPROF_OUT = DATA / "pyprof" / "nvprof-twin.prof.txt.xz"
+LM = DATA / "nvprof" / "profiling-lm-v100"
+ALL = ("idx,seq,altseq,tid,layer,trace,dir,sub,mod,op,kernel,params,sil,tc,device,stream,grid,"
+       "block,flops,bytes")  # fmt: skip
 
 
 def twin(iters: int = 3) -> tuple[NvprofDb, NsysDb]:
@@ -169,3 +175,81 @@ def test_cli_reads_nvprof_whole(tmp_path, capsys, windowed):
         assert rc == 2 and "not nvprof's" in capsys.readouterr().err
     else:
         assert rc == 0 and (out / "dlprof_kernel.csv").is_file()
+
+
+def _xz_csv(path: Path) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(lzma.decompress(path.read_bytes()).decode()), dtype=str,
+                       keep_default_na=False)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lm_sql(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("lm") / "net.sql"
+    path.write_bytes(lzma.decompress((LM / "net.sql.xz").read_bytes()))
+    return path
+
+
+def test_real_nvprof_database_reads_like_plain_sql(lm_sql):
+    t = read_trace(lm_sql)
+    con = sqlite3.connect(lm_sql)
+    try:
+        want = con.execute(
+            "SELECT start, end, streamId, gridX, blockX FROM "
+            "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ORDER BY start"
+        ).fetchall()
+        memory_ns = sum(
+            con.execute(f"SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_{t}").fetchone()[0]
+            for t in ("MEMCPY", "MEMSET")
+        )
+        n_api = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+        pairs = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MARKER a JOIN "
+                            "CUPTI_ACTIVITY_KIND_MARKER b ON a.id = b.id AND a.flags = 2 AND "
+                            "b.flags = 4").fetchone()[0]  # fmt: skip
+    finally:
+        con.close()
+    k = t.gpu[t.gpu["kind"] == "kernel"]
+    got = k[["start_ns", "end_ns", "stream_id", "grid_x", "block_x"]].to_numpy().tolist()
+    assert got == [list(r) for r in want] and len(got) == 160
+    assert len(t.api) == n_api == 1968 and len(t.nvtx) == pairs == 683
+    assert t.api["name"].value_counts()["cudaLaunchKernel"] == 160
+    assert t.gpus["name"].tolist() == ["Tesla V100-SXM2-16GB"]
+    p = jlprof.load(lm_sql)
+    for name in ("summary", "detail", "kernel", "iteration", "tensor", "op_type", "group_node"):
+        assert len(p.report(name)), name
+    total = sum(e - s for s, e, *_ in want) + memory_ns  # the kernel report lists memory work
+    assert p.report("kernel")["Total GPU Time (ns)"].sum() == total == 7347329
+
+
+def test_real_nvprof_prof_equals_its_authors_pyprof_printout(lm_sql, capsys):
+    """The author's ``apex.pyprof.prof --csv -c kernel,mod,op,dir,sil,tc,flops,bytes,device,
+    stream,block,grid`` (2020): every column equal but FLOPs and bytes, whose formulas
+    apex.pyprof had then (floats such as ``140000.0``; 143500 where NVIDIA/PyProf and jlprof
+    count 140000) and NVIDIA/PyProf changed later."""
+    cols = "kernel,mod,op,dir,sil,tc,flops,bytes,device,stream,block,grid"
+    assert main(["prof", "--csv", "-c", cols, str(lm_sql)]) == 0
+    got = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str, keep_default_na=False)
+    want = _xz_csv(LM / "lm.csv.xz")
+    assert len(got) == len(want) == 160
+    for col in want.columns:
+        if col not in ("FLOPs", "Bytes"):
+            assert got[col].tolist() == want[col].tolist(), col
+    assert (got["FLOPs"].astype(float) == want["FLOPs"].astype(float)).sum() == 124  # of 160
+
+
+def test_real_nvprof_prof_equals_nvidia_pyprof(lm_sql, capsys):
+    """NVIDIA/PyProf (tests/data/pyprof/SOURCE.md) printed the first 144 kernels, then stopped
+    on ``add_(-lr, grad)``: all 20 columns equal there, but the thread id (PyProf prints its
+    32 bits, jlprof packs 24 as nsys does) and the kernel name (PyProf's, undemangled here: the
+    author's printout checks names). The rest get PyProf's fallback."""
+    assert main(["prof", "--csv", "-c", ALL, str(lm_sql)]) == 0
+    got = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str, keep_default_na=False)
+    want = _xz_csv(DATA / "pyprof" / "profiling-lm-v100.prof.csv.xz")
+    assert len(want) == 144
+    head = got.iloc[:144]
+    for col in want.columns:
+        if col not in ("TId", "Kernel"):
+            assert head[col].tolist() == want[col].tolist(), col
+    tid = want["TId"].astype(int) & 0xFFFFFF
+    assert head["TId"].astype(int).tolist() == tid.tolist()
+    rest = got.iloc[144:]
+    assert rest.loc[rest["Op"] == "add_", "Params"].str.startswith("T=").all()
