@@ -253,3 +253,12 @@ def test_real_nvprof_prof_equals_nvidia_pyprof(lm_sql, capsys):
     assert head["TId"].astype(int).tolist() == tid.tolist()
     rest = got.iloc[144:]
     assert rest.loc[rest["Op"] == "add_", "Params"].str.startswith("T=").all()
+
+
+def test_windowed_load_sends_nvprof_to_the_whole_path(tmp_path):
+    from jlprof.engine.windowed_run import Unsuitable
+    from jlprof.profile import load_windowed
+
+    nv, _ = twin()
+    with pytest.raises(Unsuitable, match="nvprof database is read whole"):
+        load_windowed(nv.write(tmp_path / "net.sqlite"))
