@@ -32,6 +32,7 @@ import ast
 import math
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -491,6 +492,33 @@ def _sanitize(name: str) -> str:
     return name.partition("Backward")[0]
 
 
+@lru_cache(maxsize=1 << 16)
+def _classify(m: str) -> tuple[str, Any, bool]:
+    """PyProf's bin of one range text, decoded once per distinct text: (kind, value, opens a
+    backward node). ``pyprof``: the marker dict; ``layer``: the name; ``trace``: the kept
+    frames, ``,``-joined; ``seq``: the sequence id (-1 unparsed); ``skip``/``repr``/``other``."""
+    if "CheckpointFunctionBackward" in m:
+        return "skip", None, False
+    e = emit_nvtx.parse(m) if ", seq" in m or ", stashed seq" in m else None
+    bprop = any(b in m for b in _BPROP) or bool(e and e.node)
+    if "mod" in m and "op" in m and "args" in m and "type" in m:
+        d = _eval(m)
+        return ("pyprof", d, bprop) if d is not None and "op" in d else ("skip", None, bprop)
+    if "layer:" in m:
+        return "layer", m.split(":")[1], bprop
+    if "traceMarker" in m:
+        d = _eval(m)
+        frames = d.get("traceMarker") if d else None
+        keep = [str(f) for f in frames if not any(s in str(f) for s in TRACE_SKIP)] if (
+            isinstance(frames, list)) else []  # fmt: skip
+        return "trace", ",".join(keep), bprop
+    if "strRepr" in m:
+        return "repr", None, bprop
+    if ", seq = " in m or ", stashed seq = " in m:
+        return "seq", e.seq if e is not None else -1, bprop
+    return "other", None, bprop
+
+
 class _Markers:
     """PyProf's ``getMarkerInfo`` bins for one stack of enclosing range texts (outermost first)."""
 
@@ -506,33 +534,22 @@ class _Markers:
         trace_texts = []
         self.bprop = False
         for m in texts:
-            if "CheckpointFunctionBackward" in m:
-                continue
-            e = emit_nvtx.parse(m) if ", seq" in m or ", stashed seq" in m else None
-            self.bprop = self.bprop or any(b in m for b in _BPROP) or bool(e and e.node)
-            if "mod" in m and "op" in m and "args" in m and "type" in m:
-                d = _eval(m)
-                if d is not None and "op" in d:
-                    pyprof.append(d)
-            elif "layer:" in m:
-                self.layer.append(m.split(":")[1])
-            elif "traceMarker" in m:
+            kind, value, bprop = _classify(m)
+            self.bprop = self.bprop or bprop
+            if kind == "pyprof":
+                pyprof.append(value)
+            elif kind == "layer":
+                self.layer.append(value)
+            elif kind == "trace":
                 trace_texts.append(m)
-            elif "strRepr" in m:
-                pass
-            elif ", seq = " in m or ", stashed seq = " in m:
+            elif kind == "seq":
                 seq_texts.append(m)
-            elif m not in other:
+            elif kind == "other" and m not in other:
                 other.append(m)
         self.op = pyprof[0] if pyprof else None  # the outermost, as PyProf (module docstring)
         self.seq_texts = _prune(sorted(set(seq_texts), key=_seq_key))
         self.other = other
-        seqs = set()
-        for m in self.seq_texts:
-            e = emit_nvtx.parse(m)
-            if e is not None and e.seq >= 0:
-                seqs.add(e.seq)
-        self.seq = sorted(seqs)
+        self.seq = sorted({_classify(m)[1] for m in self.seq_texts} - {-1})
         # PyProf's setOp: every PyProf marker's op, else the backward nodes', else the
         # sequence markers' names, else the first other text; the sub-sequence id compares
         # these lists between consecutive kernels
@@ -544,11 +561,7 @@ class _Markers:
             fwd = [m.split(",")[0] for m in self.seq_texts if ", seq = " in m]
             self.ops = tuple(back or fwd or other[:1])
         if trace_texts:
-            d = _eval(trace_texts[-1])
-            frames = d.get("traceMarker") if d else None
-            if isinstance(frames, list):
-                keep = [str(f) for f in frames if not any(s in str(f) for s in TRACE_SKIP)]
-                self.trace = ",".join(keep)
+            self.trace = _classify(trace_texts[-1])[1]
 
 
 def _innermost(c: Correlated, calls: np.ndarray) -> list[tuple[int, ...]]:
@@ -591,19 +604,19 @@ def _stacks(c: Correlated, inner: list[tuple[int, ...]]) -> dict[tuple[int, ...]
     out: dict[tuple[int, ...], _Markers] = {}
     if c.nvtx is None or not len(c.nvtx):
         return {k: _Markers([]) for k in set(inner)}
-    parent = c.inst["parent"].to_numpy(np.int64)
-    start = c.nvtx["start_ns"].to_numpy(np.int64)
+    parent = c.inst["parent"].to_numpy(np.int64)[: len(c.nvtx)].tolist()
+    start = c.nvtx["start_ns"].to_numpy(np.int64).tolist()
     text = c.nvtx["text"].astype("category")
-    codes = text.cat.codes.to_numpy()
-    cats = text.cat.categories.to_numpy(object)
+    cats = [str(x) for x in text.cat.categories] + [""]  # code -1: no text
+    codes = text.cat.codes.to_numpy().tolist()
     for key in set(inner):
         rows: set[int] = set()
         for j in key:
             while j >= 0 and j not in rows:
                 rows.add(j)
-                j = int(parent[j])
+                j = parent[j]
         ordered = sorted(rows, key=lambda r: (start[r], r))
-        out[key] = _Markers([str(cats[codes[r]]) if codes[r] >= 0 else "" for r in ordered])
+        out[key] = _Markers([cats[codes[r]] for r in ordered])
     return out
 
 
@@ -628,7 +641,9 @@ def prof_table(c: Correlated) -> pd.DataFrame:
         inner[r] = inner_calls[k]
     stacks = _stacks(c, inner)
     tid = np.where(api >= 0, api_tid[np.maximum(api, 0)] & 0xFFFFFF, -1) if n else api
-    short = [short_name(str(s)) for s in g["long_name"].astype(str).to_numpy()[rows]]
+    names = g["long_name"].astype("category")  # one short name per distinct kernel name
+    cat_short = np.array([short_name(str(x)) for x in names.cat.categories] + [""], dtype=object)
+    short = cat_short[names.cat.codes.to_numpy()[rows]].tolist()
     gx = {k: g[k].to_numpy(np.int64)[rows] for k in ("grid_x", "grid_y", "grid_z", "block_x",
                                                      "block_y", "block_z")}  # fmt: skip
     recs: dict[str, list] = {k: [] for k in COLUMNS if k not in ("idx", "tid", "sil", "device",
@@ -636,6 +651,7 @@ def prof_table(c: Correlated) -> pd.DataFrame:
     # per kernel so far: seq ids, direction, marker, op, mod, layer, trace, alternate ids
     history: list[tuple] = []
     prev_seq, prev_sub, prev_op = -1, -1, ()
+    modelled: dict[tuple, tuple] = {}
     for r in range(n):
         mk = stacks[inner[r]]
         d = "bprop" if mk.bprop else "fprop"
@@ -668,8 +684,11 @@ def prof_table(c: Correlated) -> pd.DataFrame:
             alt = []
         history.append((seq, d, mk.op, op, mod, mk.layer, mk.trace, alt))  # its own markers
         if marker is not None and isinstance(marker.get("args"), list):
-            params, flops, nbytes, tc, op = op_model(op, marker["args"], d, sub, short[r])
-            ptext = format_params(params)
+            key = (id(marker), op, d, sub, short[r])  # markers are shared per distinct text
+            if key not in modelled:
+                params, flops, nbytes, tc, op2 = op_model(op, marker["args"], d, sub, short[r])
+                modelled[key] = (format_params(params), flops, nbytes, tc, op2)
+            ptext, flops, nbytes, tc, op = modelled[key]
         else:  # PyProf's defaults: params {"na": "na"}
             ptext, flops, nbytes, tc = "na=na,", 0.0, 0.0, "na"
         recs["seq"].append(",".join(map(str, seq)) or "-")
