@@ -329,3 +329,21 @@ def test_prof_command_prints_pyprofs_three_layouts(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["prof", "--csv", "-w", "100", str(db)])
     assert main(["prof", str(tmp_path / "missing.sqlite")]) == 2
+
+
+def test_windowed_cli_reads_the_whole_trace_for_prof(tmp_path, capsys):
+    db = plugin_db(2).write(tmp_path / "p.sqlite")
+    out = tmp_path / "out"
+    assert main([f"--database={db}", "--reports=prof", "--dldb=false", "--windowed=true",
+                 f"--output_path={out}", "-v", "detailed"]) == 0  # fmt: skip
+    assert "reading the whole trace: --reports prof reads every row" in capsys.readouterr().err
+    assert len(pd.read_csv(out / "dlprof_prof.csv")) == 4
+
+
+def test_prof_help_lists_pyprofs_columns(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["prof", "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    assert "default idx,dir,sub,mod,op,kernel,params,sil" in text
+    assert all(f"{c}:" in text for c in COLUMNS)
