@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  jlprof diff BASE NEW --format markdown --fail-on-regression 5   (docs/diff.md)\n"
         "  jlprof ncu REPORT.ncu-rep | --database P --kernels top5 python train.py   "
         "(docs/kernels.md)\n"
-        "  jlprof view PROFILE [--export-html FILE]   (docs/viewer.md)",
+        "  jlprof view PROFILE [--export-html FILE]   (docs/viewer.md)\n"
+        "  jlprof prof DB [-c idx,dir,kernel,params,sil] [--csv | -w WIDTH]   (docs/kernels.md)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,
         allow_abbrev=False,
@@ -292,8 +293,13 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
     if beyond:
         say(f"reading the whole trace: --reports {beyond[0]} reads every row", "detailed")
         return False
+    from jlprof.engine.nvprof import is_nvprof
     from jlprof.engine.store import is_dldb, is_jlprof_db
 
+    if is_nvprof(db):  # an nvprof database is read whole (jlprof.engine.nvprof)
+        if args.windowed == "true":
+            raise OptionError("--windowed true reads nsys SQLite exports only, not nvprof's.")
+        return False
     whole = [f for f, on in (("--save_db", args.save_db), ("--dump_model_data",
              args.dump_model_data)) if on]  # fmt: skip
     if args.windowed == "true":
@@ -483,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
         from jlprof.commands.ncu import run as run_ncu
 
         return run_ncu(words[1:])
+    if words[:1] == ["prof"]:  # sub-command: jlprof prof DB, PyProf's table (docs/kernels.md)
+        from jlprof.commands.prof import run as run_prof
+
+        return run_prof(words[1:])
     if words[:1] == ["view"]:  # sub-command: jlprof view PROFILE (docs/viewer.md)
         from jlprof.viewer import main as view
 

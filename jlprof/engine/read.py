@@ -894,7 +894,12 @@ def read_trace(
 ) -> Trace:
     """Read every table the engine needs from an nsys SQLite export. ``work=False``: all but
     the API calls and GPU work (empty frames; no warnings about them), which the windowed
-    engine reads window by window (:mod:`jlprof.engine.windows`)."""
+    engine reads window by window (:mod:`jlprof.engine.windows`). An nvprof database is read
+    whole by :mod:`jlprof.engine.nvprof`."""
+    from jlprof.engine.nvprof import is_nvprof, read_nvprof
+
+    if is_nvprof(Path(path)):
+        return read_nvprof(path)
     with small_pages():
         return _read_trace(Path(path), use_connectorx, progress, work)
 

@@ -39,6 +39,12 @@ def has_export_tables(tabs: set[str]) -> bool:
     return "StringIds" in tabs and bool(tabs & set(NSYS_MARKER_TABLES))
 
 
+def is_nvprof_tables(tabs: set[str]) -> bool:
+    """An nvprof database (``nvprof -o``, read by :mod:`jlprof.engine.nvprof`): ``StringTable``
+    (nsys has ``StringIds``) and CUPTI activity tables."""
+    return "StringTable" in tabs and any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tabs)
+
+
 def export_error(path: Path) -> str | None:
     """None when ``path`` is an nsys SQLite export, else why not (one line)."""
     try:
@@ -51,7 +57,7 @@ def export_error(path: Path) -> str | None:
             conn.close()
     except (OSError, sqlite3.Error) as err:
         return f"unreadable SQLite file: {err}"
-    if not has_export_tables(names):
+    if not has_export_tables(names) and not is_nvprof_tables(names):
         return "not an nsys export (no StringIds/CUPTI/NVTX tables)"
     return None
 

@@ -66,10 +66,13 @@ class WindowedRun:
         use_connectorx: bool | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
+        from jlprof.engine.nvprof import is_nvprof
         from jlprof.engine.windows import Misplaced, plan_windows
 
         say = progress or (lambda _m: None)
         self.path = Path(path)
+        if is_nvprof(self.path):
+            raise Unsuitable("an nvprof database is read whole (jlprof.engine.nvprof)")
         self.small = read_trace(self.path, use_connectorx=use_connectorx, work=False)
         self.nv = nv = in_domains(self.small.nvtx, domains)
         say("nesting NVTX ranges")

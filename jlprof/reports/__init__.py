@@ -18,7 +18,10 @@ REPORTS = (
 # jlprof's analyses beyond DLProf (reports/analyses.py, docs/analyses.md): written when named;
 # ``--reports all`` stays DLProf's eight (guide §10.1.1), so a DLProf script gets DLProf's files
 ANALYSES = ("idle_causes", "launch_stats", "iteration_outliers", "roofline", "gpu_metrics")
+# other tools' tables, written when named: PyProf's per-kernel table (reports/prof.py,
+# docs/kernels.md)
+OTHER_TOOLS = ("prof",)
 # what --reports accepts (guide §10.1.1 calls the op type report "node_op", ch. 15 "op_type";
 # a report's file is named after the word given, guide §10.1.3)
-REPORT_NAMES = (*REPORTS[:5], "node_op", *REPORTS[5:], *ANALYSES)
+REPORT_NAMES = (*REPORTS[:5], "node_op", *REPORTS[5:], *ANALYSES, *OTHER_TOOLS)
 ALIASES = {"node_op": "op_type"}

@@ -9,7 +9,7 @@ import pandas as pd
 
 from jlprof.engine.memory import heavy_stage
 from jlprof.errors import AnalysisError
-from jlprof.reports import ALIASES, REPORT_NAMES, analyses, tables
+from jlprof.reports import ALIASES, REPORT_NAMES, analyses, prof, tables
 from jlprof.reports.expert import run_all
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ BUILDERS = {
     "iteration_outliers": analyses.outliers_report,
     "roofline": analyses.roofline_report,
     "gpu_metrics": analyses.gpu_metrics_report,
+    "prof": prof.prof_report,
 }
 
 
