@@ -63,9 +63,12 @@ def sqlite_uri(path: Path) -> str:
 
 
 def connectorx_uri(path: Path) -> str:
-    """connectorx's ``sqlite://`` URI of ``path``: it percent-decodes the path (an unescaped
-    ``run%20a.sqlite`` would open, and create, ``run a.sqlite``)."""
-    return "sqlite://" + quote(str(path.resolve()))
+    """connectorx's ``sqlite://`` URI of ``path``, read-only: connectorx percent-decodes what
+    follows ``sqlite://`` once and hands the rest to SQLite, which reads a ``file:`` name as a
+    URI of its own. So the read-only :func:`sqlite_uri` goes in escaped once more; a plain path
+    opened read-write, and an unescaped one could open, even create, another file
+    (``run%20a.sqlite`` -> ``run a.sqlite``; ``run#1.sqlite`` -> ``run``)."""
+    return "sqlite://" + quote(sqlite_uri(path), safe="")
 
 
 # Metadata tables by exporter version: <= 2023.1 and >= 2024.2.
