@@ -28,8 +28,6 @@ from bokeh.models import (
     BoxAnnotation,
     CDSView,
     ColumnDataSource,
-    CustomJS,
-    CustomJSFilter,
     DataTable,
     Div,
     FactorRange,
@@ -38,7 +36,6 @@ from bokeh.models import (
     NumberFormatter,
     Range1d,
     TableColumn,
-    TextInput,
 )
 from bokeh.plotting import figure
 
@@ -50,6 +47,7 @@ from jlprof.widgets.views import (
     _one_way,
     _redraw,
     distinct_labels,
+    filter_box,
     short,
 )
 
@@ -72,36 +70,16 @@ def PCT() -> NumberFormatter:
     return NumberFormatter(format="0.0")
 
 
+def LONG_NAME() -> HTMLTemplateFormatter:
+    """A kernel's short name, its demangled name on hover (namesakes are separate rows)."""
+    return HTMLTemplateFormatter(template='<span title="<%- long %>"><%- value %></span>')
+
+
 def TC_TEXT() -> HTMLTemplateFormatter:
     """_tc_code's numbers as the table shows them: "eligible / using"."""
     return HTMLTemplateFormatter(
         template='<%= ["no / no", "yes / no", "no / yes", "yes / yes"][value] %>'
     )
-
-
-# rows kept where any of ``fields`` contains the box's text (any case); all rows when empty
-_FILTER_JS = """
-const q = box.value_input.trim().toLowerCase();
-const n = source.get_length();
-const keep = new Array(n).fill(true);
-if (q === "") { return keep; }
-for (let i = 0; i < n; i++) {
-  keep[i] = fields.some((f) => String(source.data[f][i]).toLowerCase().includes(q));
-}
-return keep;
-"""
-
-
-def filter_box(
-    src: ColumnDataSource, fields: list[str], what: str, width: int
-) -> tuple[TextInput, CDSView]:
-    """A text box and the table view it filters: rows of ``src`` whose ``fields`` contain
-    the text typed stay (in the page; each keystroke re-filters)."""
-    box = TextInput(placeholder=f"filter {what}", width=width, value_input="")
-    box.syncable = False  # typing filters in the page; the kernel needs none of it
-    view = CDSView(filter=CustomJSFilter(args={"box": box, "fields": fields}, code=_FILTER_JS))
-    box.js_on_change("value_input", CustomJS(args={"source": src}, code="source.change.emit()"))
-    return box, view
 
 
 def _table(src: ColumnDataSource, cols: list[tuple[str, str, int, Any]], width: int,
@@ -318,7 +296,7 @@ class Panels:
                                                  300)  # fmt: skip
         self.op_kernel_table = _table(
             self.op_kernel_src,
-            [("name", "Kernel", 170, None), ("calls", "Calls", 45, None),
+            [("name", "Kernel", 170, LONG_NAME), ("calls", "Calls", 45, None),
              ("gpu_ms", "GPU ms", 60, MS), ("avg_us", "Avg µs", 55, MS), ("tc", "TC", 30, None)],
             375, 240, view,
         )  # fmt: skip

@@ -255,14 +255,19 @@ def test_top_10_table_tc_columns_sort_and_every_table_filters(dash: Dashboard) -
     # a row picks its op, like a bar
     pan.top_table_src.selected.indices = [0]
     assert pan.op == int(d["op"][0])
-    # every table filters by name in the page
+    # every table filters by name in the page (the dashboard's kernel table too)
     for table, box in ((pan.top_table, pan.top_filter), (pan.type_table, pan.type_filter),
                        (pan.ops_table, pan.ops_filter),
-                       (pan.op_kernel_table, pan.op_kernel_filter)):  # fmt: skip
-        assert isinstance(box, TextInput) and box in models
+                       (pan.op_kernel_table, pan.op_kernel_filter),
+                       (dash.views.kernel_table, dash.views.kernel_filter)):  # fmt: skip
+        assert isinstance(box, TextInput)
+        assert box in models or box in dash.views.layout.references()
         flt = table.view.filter
         assert isinstance(flt, CustomJSFilter) and flt.args["box"] is box
         assert all(f in table.source.data for f in flt.args["fields"])
+    # a kernel's demangled name is one hover away in the picked op's kernel table (item 12)
+    (name_col,) = [c for c in pan.op_kernel_table.columns if c.field == "name"]
+    assert "<%- long %>" in name_col.formatter.template
     pie = pdata.kernel_gpu_time(p, lo, hi)
     assert np.allclose(pan.kernel_pie_src.data["gpu_ms"], pie["gpu_ns"] / 1e6)
     dash.set_range(3, 7)
