@@ -56,12 +56,14 @@ def test_a_name_that_exists_is_that_file_not_a_glob(export, tmp_path):
     assert "a name that exists is that file" in db_opt.help
 
 
+@pytest.mark.parametrize("windowed", ["false", "true"])
 @pytest.mark.parametrize("name", ODD)
-def test_no_file_is_created_beside_the_input(export, tmp_path, name):
+def test_no_file_is_created_beside_the_input(export, tmp_path, name, windowed):
     src = odd_copy(export, tmp_path / "odd", name)
     before = folder_state(src.parent)
     out = tmp_path / "out"
-    args = ["--database", str(src), "--reports", "summary,kernel", "--formats", "json"]
+    args = ["--database", str(src), "--reports", "summary,kernel", "--formats", "json",
+            "--windowed", windowed]  # fmt: skip
     assert main([*args, "--output_path", str(out), "-v", "quiet"]) == 0
     assert (out / "dlprof_summary.json").is_file()
     assert folder_state(src.parent) == before
