@@ -25,6 +25,7 @@ from pathlib import Path
 
 from jlprof.console import StageProgress
 from jlprof.distributed import several
+from jlprof.engine.schema import version_line
 from jlprof.errors import InputError, JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import InThread, prepare_folder, written
@@ -191,6 +192,7 @@ def _analysed(
     status: int,
 ) -> int:
     """The loaded profile's reports, files and summary; the database's thread joined."""
+    say(version_line(prof.trace.meta, prof.trace.nvtx_table))
     for w in prof.trace.warnings:
         say(f"warning: {w}", "minimal")
     it = prof.iterations

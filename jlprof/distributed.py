@@ -40,7 +40,8 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
     """The ranks' files in rank order: a list as given; a directory's or a glob's profiles
     sorted by name (a ``.sqlite`` beside a same-named ``.nsys-rep`` wins: it is its export).
     A directory's or a glob's ``*_dldb.sqlite`` (the database a single-file run writes beside
-    its export, guide §4.3) is not another rank."""
+    its export, guide §4.3) is not another rank. A name that exists is that file, even with
+    glob characters in it (:func:`is_pattern`)."""
     items = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
     out: list[Path] = []
     for item in items:
@@ -60,7 +61,7 @@ def rank_paths(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
                     "file, or a directory holding one per rank."
                 )
             out += _prefer_sqlite(found)
-        elif _GLOB & set(s):
+        elif is_pattern(s):
             found = sorted(
                 (Path(p) for p in glob.glob(s) if not p.endswith(DLDB_SUFFIX)), key=_natural
             )
@@ -86,7 +87,13 @@ def several(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> 
     if len(items) != 1:
         return True
     s = os.fspath(items[0])
-    return Path(s).is_dir() or bool(_GLOB & set(s))
+    return Path(s).is_dir() or is_pattern(s)
+
+
+def is_pattern(s: str) -> bool:
+    """``s`` is a glob: it has ``*``, ``?`` or ``[`` and no file has that very name (a path that
+    exists is that file: ``run?x=1.sqlite`` is one export, not a pattern)."""
+    return bool(_GLOB & set(s)) and not Path(s).exists()
 
 
 def _prefer_sqlite(paths: list[Path]) -> list[Path]:

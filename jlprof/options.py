@@ -134,11 +134,12 @@ OPTIONS: tuple[Option, ...] = (
            "analyse this nsys export (.sqlite, .nsys-rep, .qdrep) or DLProf/jlprof database "
            "(dlprof_dldb.sqlite, .jlprof) instead of profiling a command; several files, a "
            "directory or a glob: one per rank of a distributed job, analysed on Dask "
-           "(docs/ranks.md)", "--database", NSYS,
+           "(docs/ranks.md); a name that exists is that file, a glob only where no file has "
+           "that name", "--database", NSYS,
            metavar="FILE", cli_nargs="+", member=_is_database,
            magic_help="re-analyse this nsys export (.sqlite/.nsys-rep/.qdrep) or DLProf/jlprof "
            "database without profiling (line magic); a directory or a glob: one per rank of a "
-           "distributed job, on Dask (docs/ranks.md)"),
+           "distributed job, on Dask (docs/ranks.md); a name that exists is that file"),
     Option("nsys_base_name", ("--nsys_base_name", "--nsys_base_output_filename"), None,
            "nsys_profile", "base name for all Nsight Systems output files", "--nsys_base_name",
            NSYS, magic_help="base name of the nsys files in the run folder (default "

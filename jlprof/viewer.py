@@ -4,8 +4,10 @@ DLProf users ran ``dlprofviewer dlprof_dldb.sqlite`` and opened port 8000; this 
 for a jlprof database, an nsys export or a run folder (``jlprof_runs/<id>/``): a Bokeh server
 app (:mod:`jlprof.widgets.app`), bound to 127.0.0.1 unless ``--address`` says otherwise, with
 Bokeh's own ``--allow-websocket-origin`` and signed session ids (``--session-ids signed``,
-secret from ``BOKEH_SECRET_KEY``). ``--export-html FILE`` writes a static, self-contained
-HTML copy instead (BokehJS inlined: it opens with no network), whole or not at all.
+secret from ``BOKEH_SECRET_KEY``); bound to loopback, it prints the ``ssh -L`` line that
+reaches it from another machine, and ``--address``. ``--export-html FILE`` writes a static,
+self-contained HTML copy instead (BokehJS inlined: it opens with no network), whole or not at
+all.
 
 The profile is read once; each browser session gets a shallow copy of the Analysis (its own
 key node and range, the shared correlation and caches), so two tabs do not move each
@@ -189,6 +191,20 @@ def _free_port(address: str) -> int:
         return int(s.getsockname()[1])
 
 
+def remote_hint(address: str, port: int, host: str | None = None) -> list[str]:
+    """How to reach a viewer bound to this machine only from another one (an SSH tunnel, or
+    ``--address``); nothing when it already listens on another address."""
+    if address not in LOOPBACK:
+        return []
+    host = host or socket.gethostname()
+    return [
+        f"jlprof view: from another machine, tunnel the port: ssh -L {port}:localhost:{port} "
+        f"{host} (then open http://localhost:{port}/ there)",
+        "jlprof view: or serve every interface with --address 0.0.0.0 (anyone who can reach "
+        "this machine then sees the profile)",
+    ]
+
+
 def main(argv: list[str]) -> int:
     """``jlprof view ...`` (argv without 'view'); the exit status."""
     args = build_parser().parse_args(argv)
@@ -207,6 +223,8 @@ def main(argv: list[str]) -> int:
     host = "localhost" if args.address in ("127.0.0.1", "localhost") else args.address
     url = f"http://{host}:{port}/"
     print(f"jlprof view: serving {title} at {url} (Ctrl+C to stop)", flush=True)
+    for line in remote_hint(args.address, port):
+        print(line, flush=True)
     server.start()
     if args.show:
         server.io_loop.add_callback(server.show, "/")

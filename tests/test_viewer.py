@@ -216,3 +216,36 @@ def test_serves_on_loopback_only(export: Path) -> None:
             pass
     finally:
         stop_viewer(proc)
+
+
+def test_on_loopback_it_prints_the_ssh_tunnel_and_address(
+    export: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43 item 8: bound to 127.0.0.1 (still the default), `jlprof view` says how to reach
+    it from another machine; bound elsewhere it says nothing more."""
+    assert viewer.build_parser().parse_args([str(export)]).address == "127.0.0.1"
+
+    class Loop:
+        def start(self) -> None:
+            raise KeyboardInterrupt
+
+        def add_callback(self, *a) -> None:
+            pass
+
+    class FakeServer:
+        port = 8123
+        io_loop = Loop()
+
+        def start(self) -> None:
+            pass
+
+    monkeypatch.setattr(viewer, "load_profile", lambda *a: object())
+    monkeypatch.setattr(viewer, "make_server", lambda *a: FakeServer())
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu-box")
+    assert viewer.main([str(export)]) == 0
+    out = capsys.readouterr().out
+    assert "ssh -L 8123:localhost:8123 gpu-box" in out
+    assert "--address 0.0.0.0" in out
+    assert viewer.main([str(export), "--address", "10.1.2.3"]) == 0
+    out = capsys.readouterr().out
+    assert "http://10.1.2.3:8123/" in out and "ssh -L" not in out

@@ -31,6 +31,7 @@ from jlprof.engine.iterations import (
     key_node_instances,
     suggest_key_nodes,
 )
+from jlprof.engine.kernel_names import telling_names
 from jlprof.engine.memory import heavy_stage
 from jlprof.engine.trace import Trace
 from jlprof.errors import AnalysisError, OptionError
@@ -289,11 +290,18 @@ class Analysis:
     @property
     def kernel_flags(self) -> pd.DataFrame:
         """Per distinct kernel (demangled-name code, as ``nsys stats -r gpukernsum`` tells
-        kernels apart): uses_tc, is_memory and the short name shown beside it. Computed once,
-        not per report; a verdict is never shared between namesakes."""
+        kernels apart): uses_tc, is_memory and the short name shown beside it (one that tells
+        the kernel, :mod:`~jlprof.engine.kernel_names`). Computed once, not per report; a
+        verdict is never shared between namesakes."""
 
         def build() -> pd.DataFrame:
             g = self.correlated.gpu
+            flags = raw(g)
+            long_names = g["long_name"].cat.categories.to_numpy(object)
+            flags["short_name"] = telling_names(flags["short_name"].to_numpy(object), long_names)
+            return flags
+
+        def raw(g: pd.DataFrame) -> pd.DataFrame:
             if self.parts is not None:  # the windows' partials: the rows are gone
                 return self.parts.kernel_flags(g)
             codes = g["long_name"].cat.codes.to_numpy()

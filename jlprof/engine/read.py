@@ -513,11 +513,14 @@ def _api_select(conn: sqlite3.Connection) -> _Select:
     return q.col("nameId", "name_id", -1).col("eventClass", "event_class")
 
 
-def _nvtx_select(conn: sqlite3.Connection) -> _Select:
-    a = schema.columns(conn, _NVTX)
+def _nvtx_select(conn: sqlite3.Connection, table: str) -> _Select:
+    """``table``: the export's NVTX table (``NVTX_EVENTS`` or a versioned ``NVTX_EVENTS_V<n>``,
+    :func:`schema.table_name`); selected as ``_NVTX`` whatever its name."""
+    a = schema.columns(conn, table)
     # every row, filtered by type below: a WHERE on eventType cost SQLite more than reading
-    # the few rows of other types (thread names, categories) and dropping them
-    q = _Select(_NVTX, a).raw("start", "start_ns").col("end", "end_ns", -1)
+    # the few rows of other types (thread names, categories) and dropping them; rows of no
+    # range or mark type (domain creations, type 75, whose end is NULL) are used for names only
+    q = _Select(table, a).raw("start", "start_ns").col("end", "end_ns", -1)
     q.col("globalTid", "global_tid").col("endGlobalTid", "end_global_tid", -1)
     q.col("eventType", "event_type", -1).col("domainId", "domain_id")
     q.col("textId", "text_id", -1).raw("text" if "text" in a else "NULL", "text_inline")
@@ -530,14 +533,16 @@ def _event_selects(conn: sqlite3.Connection, tabs: set[str]) -> dict[str, _Selec
     connectorx still reads the kernels."""
     selects = [_copy_select(conn, t, k) for t, k in _COPIES if t in tabs]
     selects += [_api_select(conn)] if _API in tabs else []
-    selects += [_nvtx_select(conn)] if _NVTX in tabs else []
+    nvtx = schema.table_name(tabs, _NVTX)
+    selects += [_nvtx_select(conn, nvtx)] if nvtx else []
     selects += [_kernel_select(conn)] if _KERNELS in tabs else []
-    return {q.table: q for q in selects}
+    # keyed by the table's plain name: the NVTX table's own may carry a version suffix
+    return {(_NVTX if q.table == nvtx else q.table): q for q in selects}
 
 
 def _start_event_tables(f: _Fetcher, selects: dict[str, _Select], parts: int = 1) -> bool:
     """Start connectorx on every event table at once; False when it cannot stream them."""
-    started = [f.start(q, f.rows_at_most(t), parts) for t, q in selects.items()]
+    started = [f.start(q, f.rows_at_most(q.table), parts) for q in selects.values()]
     return any(started)
 
 
@@ -975,6 +980,7 @@ def _read_trace(
         meta=meta,
         source=path,
         warnings=warnings,
+        nvtx_table=selects[_NVTX].table if _NVTX in selects else "",
     )
 
 

@@ -35,8 +35,37 @@ def is_sqlite(path: Path) -> bool:
 
 def has_export_tables(tabs: set[str]) -> bool:
     """Whether a SQLite file with these tables is an nsys export: the one rule the reader, the
-    Profiles sidebar and :func:`export_error` share."""
-    return "StringIds" in tabs and bool(tabs & set(NSYS_MARKER_TABLES))
+    Profiles sidebar and :func:`export_error` share (a marker table under any version suffix,
+    :func:`table_name`)."""
+    return "StringIds" in tabs and any(table_name(tabs, t) for t in NSYS_MARKER_TABLES)
+
+
+def table_name(tabs: set[str], base: str) -> str | None:
+    """The export's table for ``base`` (``NVTX_EVENTS``): newer exports may carry it with a
+    version suffix (``NVTX_EVENTS_V2``, ``_V3``). The highest version wins, the plain name
+    counting as version 1; None when the export has neither."""
+    best, best_v = None, 0
+    for t in tabs:
+        if t == base:
+            v = 1
+        elif t.startswith(f"{base}_V") and t[len(base) + 2 :].isdigit():
+            v = int(t[len(base) + 2 :])
+        else:
+            continue
+        if v > best_v:
+            best, best_v = t, v
+    return best
+
+
+def version_line(meta: dict[str, str], nvtx_table: str | None = None) -> str:
+    """One line naming the export schema read (``META_DATA_EXPORT``'s, ``EXPORT_META_DATA``'s
+    before 2024.2) and the NVTX table it was read from, for the CLI's log."""
+    version = meta.get("EXPORT_SCHEMA_VERSION") or "not recorded"
+    product = meta.get("EXPORT_PRODUCT_VERSION")
+    line = f"nsys export schema {version}" + (f" (Nsight Systems {product})" if product else "")
+    if nvtx_table is None:  # not read from the export here (a saved database)
+        return line
+    return line + (f"; NVTX table {nvtx_table}" if nvtx_table else "; no NVTX table")
 
 
 def is_nvprof_tables(tabs: set[str]) -> bool:
@@ -69,9 +98,12 @@ def sqlite_uri(path: Path) -> str:
 
 
 def connectorx_uri(path: Path) -> str:
-    """connectorx's ``sqlite://`` URI of ``path``: it percent-decodes the path (an unescaped
-    ``run%20a.sqlite`` would open, and create, ``run a.sqlite``)."""
-    return "sqlite://" + quote(str(path.resolve()))
+    """connectorx's ``sqlite://`` URI of ``path``, read-only: connectorx percent-decodes what
+    follows ``sqlite://`` once and hands the rest to SQLite, which reads a ``file:`` name as a
+    URI of its own. So the read-only :func:`sqlite_uri` goes in escaped once more; a plain path
+    opened read-write, and an unescaped one could open, even create, another file
+    (``run%20a.sqlite`` -> ``run a.sqlite``; ``run#1.sqlite`` -> ``run``)."""
+    return "sqlite://" + quote(sqlite_uri(path), safe="")
 
 
 # Metadata tables by exporter version: <= 2023.1 and >= 2024.2.

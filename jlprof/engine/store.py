@@ -30,6 +30,7 @@ from typing import IO
 
 import pandas as pd
 
+from jlprof.engine.schema import sqlite_uri
 from jlprof.engine.trace import Trace
 from jlprof.errors import InputError
 from jlprof.outputs import Checked, written
@@ -59,7 +60,7 @@ def is_dldb(path: Path) -> bool:
         with path.open("rb") as fh:
             if fh.read(16) != SQLITE_MAGIC:
                 return False
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(sqlite_uri(path), uri=True)
         try:
             row = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (DLDB_TABLE,)
@@ -501,7 +502,7 @@ def _read_entries(path: Path) -> dict[str, bytes]:
     import sqlite3
 
     if is_dldb(path):
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(sqlite_uri(path), uri=True)
         try:
             return dict(conn.execute(f"SELECT name, data FROM {DLDB_TABLE}").fetchall())
         finally:

@@ -107,3 +107,6 @@ class Trace:
     meta: dict[str, str] = field(default_factory=dict)
     source: Path | None = None
     warnings: list[str] = field(default_factory=list)
+    #: the export's NVTX table as read (``NVTX_EVENTS_V3`` ...), "" when it has none; None when
+    #: not read from an export (a saved database). Not saved: the log's, not the numbers'.
+    nvtx_table: str | None = None

@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from jlprof.engine import intervals
+from jlprof.engine import intervals, schema
 from jlprof.engine.memory import release_reader_memory, small_pages
 from jlprof.engine.narrow import INT32, index_dtype
 from jlprof.engine.read import (
@@ -262,7 +262,8 @@ def events_at_most(path: str | Path) -> int:
     conn, tabs = open_export(Path(path))
     try:
         total = 0
-        for table in (*(t for t, _ in _GPU_TABLES), _API, _NVTX):
+        nvtx = schema.table_name(tabs, _NVTX)  # NVTX_EVENTS, or a versioned one
+        for table in (*(t for t, _ in _GPU_TABLES), _API, nvtx):
             span = rowid_range(conn, table) if table in tabs else None
             if span is not None:
                 total += span[1] - span[0] + 1

@@ -8,7 +8,10 @@ table's rows are every op of the profile in a fixed order, so its strings travel
 profile and a range change sends only its number columns; sources are one-way
 (``views._one_way``); tables have fixed column widths. Drill-down: picking an op (in the ops
 table or a Top 10 bar) lists its kernels and draws its iterations; picking one of those
-kernels draws that kernel's iterations over Kernels by Iteration.
+kernels draws that kernel's iterations over Kernels by Iteration. Each table has a filter box
+above it: rows whose text columns contain what is typed (any case) stay, in the page alone
+(a ``CustomJSFilter``: no kernel round trip, and it works in the static HTML too); header
+clicks sort.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pandas as pd
 from bokeh.layouts import column, row
 from bokeh.models import (
     BoxAnnotation,
+    CDSView,
     ColumnDataSource,
     DataTable,
     Div,
@@ -43,6 +47,7 @@ from jlprof.widgets.views import (
     _one_way,
     _redraw,
     distinct_labels,
+    filter_box,
     short,
 )
 
@@ -65,6 +70,11 @@ def PCT() -> NumberFormatter:
     return NumberFormatter(format="0.0")
 
 
+def LONG_NAME() -> HTMLTemplateFormatter:
+    """A kernel's short name, its demangled name on hover (namesakes are separate rows)."""
+    return HTMLTemplateFormatter(template='<span title="<%- long %>"><%- value %></span>')
+
+
 def TC_TEXT() -> HTMLTemplateFormatter:
     """_tc_code's numbers as the table shows them: "eligible / using"."""
     return HTMLTemplateFormatter(
@@ -73,9 +83,10 @@ def TC_TEXT() -> HTMLTemplateFormatter:
 
 
 def _table(src: ColumnDataSource, cols: list[tuple[str, str, int, Any]], width: int,
-           height: int) -> DataTable:  # fmt: skip
+           height: int, view: CDSView | None = None) -> DataTable:  # fmt: skip
     return DataTable(
         source=src,
+        **({"view": view} if view is not None else {}),
         columns=[
             TableColumn(field=f, title=t, width=w, **({"formatter": fm()} if fm else {}))
             for f, t, w, fm in cols
@@ -84,6 +95,7 @@ def _table(src: ColumnDataSource, cols: list[tuple[str, str, int, Any]], width: 
         height=height,
         index_position=None,
         reorderable=False,
+        sortable=True,
         autosize_mode=TABLE_SIZING,
     )
 
@@ -118,6 +130,7 @@ class Panels:
         )
         self._system_config()
         self._pie()
+        self._kernel_pie()
         self._gpus()
         self._top_ops()
         self._op_types()
@@ -127,11 +140,14 @@ class Panels:
         self.layout = column(
             self.title,
             row(self.config_div, self.pie_fig),
-            row(self.gpu_fig, self.top_fig),
-            column(Div(text="<b>Op Type Summary</b>"), self.type_table),
+            row(self.gpu_fig, self.kernel_pie_fig),
+            row(self.top_fig, column(self.top_title, self.top_filter, self.top_table)),
+            column(Div(text="<b>Op Type Summary</b>"), self.type_filter, self.type_table),
             row(
-                column(Div(text="<b>Ops and Kernels</b> (pick an op)"), self.ops_table),
-                column(self.kernels_title, self.op_kernel_table),
+                column(
+                    Div(text="<b>Ops and Kernels</b> (pick an op)"), self.ops_filter, self.ops_table
+                ),
+                column(self.kernels_title, self.op_kernel_filter, self.op_kernel_table),
             ),
             self.kbi_fig,
             self.ibo_fig,
@@ -140,6 +156,7 @@ class Panels:
         if interactive:
             self.ops_src.selected.on_change("indices", self._on_op_row)
             self.top_src.selected.on_change("indices", self._on_top_bar)
+            self.top_table_src.selected.on_change("indices", self._on_top_row)
             self.op_kernel_src.selected.on_change("indices", self._on_kernel_row)
 
     # ---- figures ---------------------------------------------------------------------------
@@ -163,6 +180,26 @@ class Panels:
         f.legend.label_text_font_size = "9pt"
         f.add_layout(f.legend[0], "right")
         self.pie_fig = f
+
+    def _kernel_pie(self) -> None:
+        """DLProf Viewer's kernel pie: the range's kernel GPU time, TC / other / memory."""
+        self.kernel_pie_src = ColumnDataSource(
+            {"label": [], "pct": [], "gpu_ms": [], "start_angle": [], "end_angle": [], "color": []}
+        )
+        f = figure(
+            height=300, width=HALF, title="Total Kernel GPU Time (selected iterations)",
+            tools="save", x_range=Range1d(-1.1, 1.1), y_range=Range1d(-1.1, 1.1),
+        )  # fmt: skip
+        w = f.wedge(x=0, y=0, radius=1.0, start_angle="start_angle", end_angle="end_angle",
+                    color="color", line_color="white", legend_field="label",
+                    source=self.kernel_pie_src)  # fmt: skip
+        tip = [("", "@label: @gpu_ms{0.000} ms (@pct{0.00} %)")]
+        f.add_tools(HoverTool(renderers=[w], tooltips=tip))
+        f.axis.visible = False
+        f.grid.visible = False
+        f.legend.label_text_font_size = "9pt"
+        f.add_layout(f.legend[0], "right")
+        self.kernel_pie_fig = f
 
     def _gpus(self) -> None:
         self.gpu_src = ColumnDataSource(
@@ -206,40 +243,62 @@ class Panels:
         )  # fmt: skip
         f.yaxis.major_label_text_font_size = "8pt"
         self.top_fig = f
+        # the same ops as a table, largest first (DLProf Viewer's Top 10 GPU Ops table, guide
+        # §12.2): its TC columns find the ops eligible for Tensor Cores but not using them
+        # (names of their own: no other table's source has them, the page tests find it so)
+        cols = ("op", "top_op_name", "top_op_type", "calls", "gpu_ms", "gpu_pct", "cpu_ms",
+                "eligible", "using")  # fmt: skip
+        self.top_table_src = ColumnDataSource({k: [] for k in cols})
+        self.top_title = Div(text="<b>Top 10 GPU Ops</b> (click a header to sort)", width=HALF)
+        self.top_filter, view = filter_box(
+            self.top_table_src, ["top_op_name", "top_op_type"], "top ops", HALF
+        )
+        self.top_table = _table(
+            self.top_table_src,
+            [("top_op_name", "Op", 120, None), ("top_op_type", "Type", 60, None),
+             ("calls", "Calls", 40, None), ("gpu_ms", "GPU ms", 55, MS),
+             ("gpu_pct", "% GPU", 40, PCT), ("cpu_ms", "CPU ms", 55, MS),
+             ("eligible", "TC eligible", 45, None), ("using", "Using TC", 45, None)],
+            HALF, 240, view,
+        )  # fmt: skip
 
     def _op_types(self) -> None:
         self.type_src = ColumnDataSource(
             {k: [] for k in ("op_type", "nodes", "calls", "gpu_ms", "cpu_ms", "gpu_pct", "tc")}
         )
+        self.type_filter, view = filter_box(self.type_src, ["op_type"], "op types", 300)
         self.type_table = _table(
             self.type_src,
             [("op_type", "Op type", 300, None), ("nodes", "Nodes", 70, None),
              ("calls", "Calls", 80, None), ("gpu_ms", "GPU ms", 110, MS),
              ("cpu_ms", "CPU ms", 110, MS), ("gpu_pct", "% GPU", 80, PCT),
              ("tc", "TC eligible / using", 160, None)],
-            WIDTH, 200,
+            WIDTH, 200, view,
         )  # fmt: skip
 
     def _ops_and_kernels(self) -> None:
         self.ops_src = ColumnDataSource(
             {k: [] for k in ("op", "op_name", "op_type", "calls", "gpu_ms", "cpu_ms", "tc")}
         )
+        self.ops_filter, view = filter_box(self.ops_src, ["op_name", "op_type"], "ops", 300)
         self.ops_table = _table(
             self.ops_src,
             [("op_name", "Op", 170, None), ("op_type", "Type", 80, None),
              ("calls", "Calls", 50, None), ("gpu_ms", "GPU ms", 65, MS),
              ("cpu_ms", "CPU ms", 65, MS), ("tc", "TC elig./using", 90, TC_TEXT)],
-            550, 260,
+            550, 260, view,
         )  # fmt: skip
         self.op_kernel_src = ColumnDataSource(
             {k: [] for k in ("kernel", "op", "name", "long", "calls", "gpu_ms", "avg_us", "tc")}
         )
         self.kernels_title = Div(text="<b>Kernels of the picked op</b>: pick an op", width=370)
+        self.op_kernel_filter, view = filter_box(self.op_kernel_src, ["name", "long"], "kernels",
+                                                 300)  # fmt: skip
         self.op_kernel_table = _table(
             self.op_kernel_src,
-            [("name", "Kernel", 170, None), ("calls", "Calls", 45, None),
+            [("name", "Kernel", 170, LONG_NAME), ("calls", "Calls", 45, None),
              ("gpu_ms", "GPU ms", 60, MS), ("avg_us", "Avg µs", 55, MS), ("tc", "TC", 30, None)],
-            375, 240,
+            375, 240, view,
         )  # fmt: skip
 
     def _kernels_by_iteration(self) -> None:
@@ -309,6 +368,7 @@ class Panels:
             if new_profile:
                 self._set_profile(p)
             self._update_pie(pdata.resource_usage(p, lo, hi))
+            self._update_kernel_pie(pdata.kernel_gpu_time(p, lo, hi))
             self._update_gpus(pdata.gpus(p, lo, hi))
             ops = pdata.ops(p, lo, hi)
             top = pdata.top_ops(p, lo, hi, all_ops=ops)
@@ -366,6 +426,18 @@ class Panels:
             "color": [CATEGORY_COLORS[c] for c in pie["category"]],
         }
 
+    def _update_kernel_pie(self, pie: pd.DataFrame) -> None:
+        self.kernel_pie_src.data = {
+            "label": [
+                f"{lbl} ({v:.1f} %)" for lbl, v in zip(pie["label"], pie["pct"], strict=True)
+            ],
+            "pct": pie["pct"].to_numpy(float),
+            "gpu_ms": pie["gpu_ns"].to_numpy(np.int64) / 1e6,
+            "start_angle": pie["start_angle"].to_numpy(float),
+            "end_angle": pie["end_angle"].to_numpy(float),
+            "color": [CATEGORY_COLORS[c] for c in pie["category"]],
+        }
+
     def _update_gpus(self, g: pd.DataFrame) -> None:
         labels = [short(x, 28) for x in g["gpu"]]
         self.gpu_src.data = {
@@ -392,6 +464,20 @@ class Panels:
         }
         self.top_range.factors = labels or ["(no ops in the selected iterations)"]
         self.top_src.selected.indices = []
+        yn = np.array(["no", "yes"], dtype=object)
+        self.top_table_src.data = {
+            "op": top["op"].to_numpy(np.int64),
+            "top_op_name": top["op_name"].to_numpy(object),
+            "top_op_type": top["op_type"].to_numpy(object),
+            "calls": top["calls"].to_numpy(np.int64),
+            "gpu_ms": top["gpu_ns"].to_numpy(np.int64) / 1e6,
+            "gpu_pct": top["gpu_pct"].to_numpy(float),
+            "cpu_ms": top["cpu_ns"].to_numpy(np.int64) / 1e6,
+            "eligible": yn[top["tc_eligible"].to_numpy(bool).astype(int)],
+            "using": yn[top["using_tc"].to_numpy(bool).astype(int)],
+        }
+        self.top_table_src.selected.indices = []
+        _redraw(self.top_table)
 
     def _update_types(self, t: pd.DataFrame) -> None:
         rows = len(self.type_src.data["op_type"])
@@ -525,6 +611,11 @@ class Panels:
         if self._busy or not new:
             return
         self.pick_op(int(self.top_src.data["op"][new[0]]))
+
+    def _on_top_row(self, _attr: str, _old: Any, new: list[int]) -> None:
+        if self._busy or not new:
+            return
+        self.pick_op(int(self.top_table_src.data["op"][new[0]]))
 
     def _on_kernel_row(self, _attr: str, _old: Any, new: list[int]) -> None:
         if self._busy:

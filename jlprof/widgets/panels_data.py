@@ -149,6 +149,33 @@ def resource_usage(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     )
 
 
+KERNEL_PIE = (("tc", "Kernels using TC"), ("non_tc", "Other kernels"), ("memory", "Memory"))
+
+
+def kernel_gpu_time(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
+    """The "Total Kernel GPU Time" pie (DLProf Viewer's kernel pie): the range's GPU time of
+    kernels using Tensor Cores, of the other kernels and of memory work (copies, sets), as
+    wedges with their ns, % of the total and start/end angles in radians."""
+    kf = kernel_frame(p, lo, hi)
+    gpu = kf["gpu_sum"].to_numpy(np.int64) if len(kf) else np.zeros(0, np.int64)
+    mem = kf["is_memory"].to_numpy(bool) if len(kf) else np.zeros(0, bool)
+    tc = kf["uses_tc"].to_numpy(bool) if len(kf) else np.zeros(0, bool)
+    ns = np.array([gpu[tc & ~mem].sum(), gpu[~tc & ~mem].sum(), gpu[mem].sum()], np.int64)
+    total = int(ns.sum())
+    frac = ns / total if total else np.zeros(len(ns))
+    end = 2 * np.pi * np.cumsum(frac)
+    return pd.DataFrame(
+        {
+            "category": [c for c, _ in KERNEL_PIE],
+            "label": [lbl for _, lbl in KERNEL_PIE],
+            "gpu_ns": ns,
+            "pct": 100.0 * frac,
+            "start_angle": np.concatenate([[0.0], end[:-1]]),
+            "end_angle": end,
+        }
+    )
+
+
 def ops(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """Every op of the profile (rows in the op table's fixed order: ``op``, the op's row in
     the engine's op table) with its figures for the range; ops without instances in the range

@@ -18,6 +18,8 @@ from bokeh.models import (
     BoxAnnotation,
     CDSView,
     ColumnDataSource,
+    CustomJS,
+    CustomJSFilter,
     CustomJSHover,
     DataTable,
     Div,
@@ -29,6 +31,7 @@ from bokeh.models import (
     NumberFormatter,
     Range1d,
     TableColumn,
+    TextInput,
 )
 from bokeh.palettes import Category20
 from bokeh.plotting import figure
@@ -117,7 +120,7 @@ class Views:
         self._tensor_core_view(no_kernels)
         tables = row(
             column(Div(text="<b>Op tree</b> (select a node)"), self.tree_table),
-            column(self.kernel_title, self.kernel_table),
+            column(self.kernel_title, self.kernel_filter, self.kernel_table),
         )
         self.layout = column(
             self.iter_fig, self.gpu_fig, self.metrics_fig, self.lod_note, tables, self.tc_fig
@@ -322,8 +325,12 @@ class Views:
         # namesakes (template instantiations) are separate rows: the full name on hover
         long_name = HTMLTemplateFormatter(template='<span title="<%- long %>"><%- value %></span>')
         self.kernel_title = Div(text="<b>Kernels</b> (all ops)")
+        self.kernel_filter, view = filter_box(
+            self.kernel_src, ["kernel", "long", "op"], "kernels or ops", 300
+        )
         self.kernel_table = DataTable(
             source=self.kernel_src,
+            view=view,
             columns=[
                 TableColumn(field="kernel", title="Kernel", width=170, formatter=long_name),
                 TableColumn(field="op", title="Op", width=105),
@@ -519,6 +526,31 @@ class Views:
         self.tc_ops.factors = labels or [why]  # an empty chart says why, on its only row
         self.tc_fig.xaxis.visible = bool(labels)  # no axis running from -1 to 1 over nothing
         self.tc_fig.height = max(170, 90 + 26 * len(labels))  # bars keep their thickness
+
+
+# rows kept where any of ``fields`` contains the box's text (any case); all rows when empty
+_FILTER_JS = """
+const q = box.value_input.trim().toLowerCase();
+const n = source.get_length();
+const keep = new Array(n).fill(true);
+if (q === "") { return keep; }
+for (let i = 0; i < n; i++) {
+  keep[i] = fields.some((f) => String(source.data[f][i]).toLowerCase().includes(q));
+}
+return keep;
+"""
+
+
+def filter_box(
+    src: ColumnDataSource, fields: list[str], what: str, width: int
+) -> tuple[TextInput, CDSView]:
+    """A text box and the table view it filters: rows of ``src`` whose ``fields`` contain
+    the text typed stay (in the page; each keystroke re-filters)."""
+    box = TextInput(placeholder=f"filter {what}", width=width, value_input="")
+    box.syncable = False  # typing filters in the page; the kernel needs none of it
+    view = CDSView(filter=CustomJSFilter(args={"box": box, "fields": fields}, code=_FILTER_JS))
+    box.js_on_change("value_input", CustomJS(args={"source": src}, code="source.change.emit()"))
+    return box, view
 
 
 def _one_way(layout: Model, *more: Model) -> None:

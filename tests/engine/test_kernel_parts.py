@@ -19,6 +19,7 @@ import pytest
 
 from jlprof.engine import aggregate, kernel_parts
 from jlprof.engine.analysis import Analysis
+from jlprof.engine.kernel_names import telling_names
 from jlprof.engine.kernel_parts import KernelParts
 from jlprof.engine.windowed import GpuRows
 from tests.engine.gpu_rows import stream, streams
@@ -62,6 +63,9 @@ def _check_stream(s) -> None:
         got = p.kernel_iter(op_of_key, len(s.c.ops))
         _check_kernel_iter(got, want, lo, hi)
         flags = p.kernel_flags(gpu["name"].cat.categories, len(gpu["long_name"].cat.categories))
+        # Analysis.kernel_flags then shows "Kernel"/"kernel" by what tells them (both paths)
+        long_names = gpu["long_name"].cat.categories.to_numpy(object)
+        flags["short_name"] = telling_names(flags["short_name"].to_numpy(object), long_names)
         pd.testing.assert_frame_equal(flags, one.kernel_flags)
 
 

@@ -147,3 +147,50 @@ def test_export_html_opens_with_no_network(tmp_path: Path, page) -> None:
     )
     assert asked == []  # nothing fetched from any network
     screenshot(page, "export-html-offline")
+
+
+# JavaScript: the texts of column ``field``'s cells shown in the DataTable whose source has
+# column ``col`` (the rows its CDSView keeps)
+SHOWN = f"""([col, field]) => {{
+    const views = ({BOKEH_VIEWS})();
+    const tv = views.find(v => v.model.source && v.model.columns && col in v.model.source.data);
+    if (!tv) return null;
+    const i = tv.model.columns.findIndex(c => c.field === field);
+    const rows = ({DEEP})(tv.el.shadowRoot ?? tv.el, '.slick-row');
+    return rows.map(r => r.querySelectorAll('.slick-cell')[i]?.innerText.trim());
+}}"""
+
+
+def test_tables_filter_in_the_static_page(tmp_path: Path, page) -> None:
+    """Issue 43 item 8: typing in a table's filter box keeps the rows whose names contain the
+    text (any case), with no Python behind the page; emptying it shows every row again."""
+    from jlprof import viewer
+
+    export = small_training_export(tmp_path / "loop.sqlite", steps=STEPS)
+    out = viewer.export_html(viewer.load_profile(export), tmp_path / "v.html", "loop.sqlite")
+    page.set_viewport_size({"width": 1400, "height": 3400})
+    page.goto(out.as_uri())
+    page.wait_for_function(f"() => ({TITLE})('Top 10 GPU Ops') !== null", timeout=60_000)
+    shown = page.evaluate(SHOWN, ["top_op_name", "top_op_name"])
+    assert len(shown) > 2 and "/model/relu1/relu" in shown
+    page.get_by_placeholder("filter top ops").fill("RELU")
+    page.wait_for_function(
+        f"() => ({SHOWN})(['top_op_name', 'top_op_name']).length === 1", timeout=30_000
+    )
+    assert page.evaluate(SHOWN, ["top_op_name", "top_op_name"]) == ["/model/relu1/relu"]
+    # the Top 10 table's TC columns: the convolution is eligible and uses Tensor Cores
+    names = page.evaluate(SHOWN, ["top_op_name", "top_op_name"])
+    assert page.evaluate(SHOWN, ["top_op_name", "eligible"]) == ["no"] * len(names)
+    page.get_by_placeholder("filter top ops").fill("conv")
+    page.wait_for_function(
+        f"() => ({SHOWN})(['top_op_name', 'top_op_name']).join() === '/model/conv1/conv2d'",
+        timeout=30_000,
+    )
+    assert page.evaluate(SHOWN, ["top_op_name", "eligible"]) == ["yes"]
+    assert page.evaluate(SHOWN, ["top_op_name", "using"]) == ["yes"]
+    page.get_by_placeholder("filter top ops").fill("")
+    page.wait_for_function(
+        f"() => ({SHOWN})(['top_op_name', 'top_op_name']).length === {len(shown)}",
+        timeout=30_000,
+    )
+    screenshot(page, "export-html-filter")

@@ -231,3 +231,45 @@ def test_in_a_kernel_the_open_panels_follow_a_burst_of_changes_once(
     assert mid == before  # the panels not yet
     assert after == before + 1  # then once, for the last range
     assert (dash.panels.kbi_box.left, dash.panels.kbi_box.right) == (1.5, 8.5)
+
+
+def test_top_10_table_tc_columns_sort_and_every_table_filters(dash: Dashboard) -> None:
+    """Issue 43 item 8: the Top 10 GPU Ops table carries TC eligible / Using TC (guide §12.2)
+    and sorts; each table has a filter box; the Total Kernel GPU Time pie is there."""
+    from bokeh.models import CustomJSFilter, TextInput
+
+    pan, p = dash.panels, dash.profile
+    lo, hi = p.iter_start, p.iter_stop
+    models = set(dash.panels_doc.models)
+    assert {pan.top_table, pan.kernel_pie_fig} <= models
+    titles = [c.title for c in pan.top_table.columns]
+    assert {"TC eligible", "Using TC", "GPU ms", "CPU ms"} <= set(titles)
+    assert pan.top_table.sortable
+    top = pdata.top_ops(p, lo, hi)
+    d = pan.top_table_src.data
+    assert list(d["op"]) == top["op"].tolist()  # largest first
+    yn = {True: "yes", False: "no"}
+    assert list(d["eligible"]) == [yn[bool(x)] for x in top["tc_eligible"]]
+    assert list(d["using"]) == [yn[bool(x)] for x in top["using_tc"]]
+    assert "yes" in set(d["eligible"]) and "yes" in set(d["using"])  # the conv op
+    # a row picks its op, like a bar
+    pan.top_table_src.selected.indices = [0]
+    assert pan.op == int(d["op"][0])
+    # every table filters by name in the page (the dashboard's kernel table too)
+    for table, box in ((pan.top_table, pan.top_filter), (pan.type_table, pan.type_filter),
+                       (pan.ops_table, pan.ops_filter),
+                       (pan.op_kernel_table, pan.op_kernel_filter),
+                       (dash.views.kernel_table, dash.views.kernel_filter)):  # fmt: skip
+        assert isinstance(box, TextInput)
+        assert box in models or box in dash.views.layout.references()
+        flt = table.view.filter
+        assert isinstance(flt, CustomJSFilter) and flt.args["box"] is box
+        assert all(f in table.source.data for f in flt.args["fields"])
+    # a kernel's demangled name is one hover away in the picked op's kernel table (item 12)
+    (name_col,) = [c for c in pan.op_kernel_table.columns if c.field == "name"]
+    assert "<%- long %>" in name_col.formatter.template
+    pie = pdata.kernel_gpu_time(p, lo, hi)
+    assert np.allclose(pan.kernel_pie_src.data["gpu_ms"], pie["gpu_ns"] / 1e6)
+    dash.set_range(3, 7)
+    pie = pdata.kernel_gpu_time(p, 3, 7)
+    assert np.allclose(pan.kernel_pie_src.data["end_angle"], pie["end_angle"])

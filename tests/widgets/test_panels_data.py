@@ -240,3 +240,23 @@ def test_panels_data_on_a_profile_without_kernels(tmp_path: Path) -> None:
     assert (top["gpu_ns"] == 0).all()
     if len(top):
         assert pdata.op_kernels(p, lo, hi, int(top["op"].iloc[0])).empty
+
+
+def test_total_kernel_gpu_time_pie_is_the_gpu_activities_by_tc_and_memory(case) -> None:
+    """Issue 43 item 8: the "Total Kernel GPU Time" pie, against the iteration report's rows
+    (one per GPU activity) summed by hand: memory work by its nsys name, kernels by Uses TC."""
+    _, p = case
+    for lo, hi in _ranges(p):
+        it = _kernel_rows(p, lo, hi)
+        ns = it["GPU Time (ns)"].to_numpy(np.int64)
+        tc = it["Uses TC"].to_numpy(bool)
+        mem = it["memory"].to_numpy(bool)
+        want = {"tc": ns[tc & ~mem].sum(), "non_tc": ns[~tc & ~mem].sum(), "memory": ns[mem].sum()}
+        pie = pdata.kernel_gpu_time(p, lo, hi).set_index("category")
+        assert pie["gpu_ns"].to_dict() == want
+        total = sum(want.values())
+        for cat, v in want.items():
+            assert pie.loc[cat, "pct"] == pytest.approx(100.0 * v / total)
+        assert pie["end_angle"].iloc[-1] == pytest.approx(2 * np.pi)
+    if p.trace.source is not None and "mmagic" in str(p.trace.source):
+        assert want["tc"] > 0 and want["non_tc"] > 0 and want["memory"] > 0
