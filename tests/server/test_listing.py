@@ -168,3 +168,14 @@ def test_walk_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     page = listing.list_profiles(tmp_path)
     assert page["truncated"] and page["items"] == []
     assert os.path.exists(deep / "t.nsys-rep")
+
+
+def test_fifo_is_not_opened(tmp_path: Path) -> None:
+    """A FIFO named like an export is refused without opening it (a read would wait forever)."""
+    from jlprof.engine.schema import is_sqlite
+
+    os.mkfifo(tmp_path / "x.sqlite")
+    assert listing.nsys_sqlite_error(tmp_path / "x.sqlite") == "not a regular file"
+    assert is_sqlite(tmp_path / "x.sqlite") is False
+    with pytest.raises(listing.NotAProfile, match="not a regular file"):
+        listing.describe_path(tmp_path, "x.sqlite")
