@@ -26,6 +26,15 @@ from jlprof.magics.ranks import reanalyse_ranks
 from jlprof.options import MAGIC, magic_arguments_from_table, notes, parse_words
 
 
+class CellFailed(Exception):
+    """A ``%%dlprof`` cell that failed: raised after the analysis of what ran is shown, so the
+    notebook cell fails too ("Run All" and nbconvert stop there). Rendered as its one line, no
+    traceback: the profiled code's own traceback came from the sidecar already."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"jlprof: {self}"]
+
+
 def forward(msg: dict[str, Any]) -> None:
     """Show one iopub message of the sidecar in this kernel's output, as it arrives."""
     kind = msg["header"]["msg_type"]
@@ -137,7 +146,7 @@ class DlprofMagics(Magics):
         except JlprofError as exc:  # SidecarDied and NsysNotFound (install hint) included
             if opts.verbosity == "diagnostic":
                 raise
-            print(f"jlprof: {exc}", file=sys.stderr)
+            raise CellFailed(str(exc)) from None
 
     def _say(self, text: str) -> None:
         """jlprof's notes: informational ones on stdout (JupyterLab paints stderr as an error)."""
@@ -165,7 +174,9 @@ class DlprofMagics(Magics):
         elif opts.setup:
             res = run.run_setup(self.session, opts, cell or "", forward, self._say)
             if res.interrupted:
-                self._say("setup cell interrupted; the sidecar keeps its state")
+                raise CellFailed("setup cell interrupted; the sidecar keeps its state")
+            if res.status != "ok":
+                raise CellFailed(f"the setup cell raised {res.ename}: {res.evalue}")
         else:
             result = run.run_captured(self.session, opts, cell or "", forward, self._say)
             self._show(result, opts)
@@ -192,10 +203,7 @@ class DlprofMagics(Magics):
             print("sidecar: restarted (fresh state)")
 
     def _show(self, result: run.RunResult, opts: opt.RunOptions) -> None:
-        if result.interrupted:
-            self._warn("interrupted: the capture was stopped; analysing what was recorded")
-        if result.cell_error:
-            self._warn(f"the cell raised {result.cell_error}; the profile covers what ran")
+        """Bind and display the result; then fail the cell if the profiled code did not end."""
         if opts.says("minimal"):
             for warning in result.warnings:
                 self._warn(warning)
@@ -210,6 +218,10 @@ class DlprofMagics(Magics):
             print(text, file=sys.stdout if result.status == "ok" else sys.stderr, flush=True)
         if result.profile is not None and opts.says("minimal"):
             display(result.profile)
+        if result.interrupted:
+            raise CellFailed("interrupted: the capture was stopped; the profile covers what ran")
+        if result.cell_error:
+            raise CellFailed(f"the cell raised {result.cell_error}; the profile covers what ran")
 
 
 def register(ipython: Any) -> None:
