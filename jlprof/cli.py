@@ -27,7 +27,7 @@ from jlprof.console import StageProgress
 from jlprof.distributed import several
 from jlprof.errors import JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
-from jlprof.outputs import InThread, prepare_folder, written
+from jlprof.outputs import InThread, folder_lock, prepare_folder, written
 from jlprof.reports import ALIASES, REPORTS
 from jlprof.reports.writers import available, check_outputs, report_path
 from jlprof.version import __version__
@@ -104,8 +104,6 @@ def _bar(say: _Say, total: int) -> StageProgress:
 
 
 def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> int:
-    from jlprof.profile import load
-
     for note in notes(args, given or set(), "cli"):
         say(note, "minimal")
     # every option and output folder is checked before the (long) load or profiling run
@@ -113,6 +111,16 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     out = prepare_folder(args.output_path)
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")
+    with folder_lock(out):  # a second run into this folder refuses while this one writes
+        return _run(args, say, reports, formats, out)
+
+
+def _run(
+    args: argparse.Namespace, say: _Say, reports: list[str], formats: list[str], out: Path
+) -> int:
+    """:func:`run` once the options are checked and the output folder is held."""
+    from jlprof.profile import load
+
     status = 0
     if args.database and several(args.database):
         return _run_ranks(args, say, reports, formats, out)

@@ -317,12 +317,30 @@ def test_disk_full_on_a_tiny_tmpfs(tmpfs, tmp_path, export, reference, capsys) -
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="mounting needs root")
-def test_read_only_output_folder(tmpfs, export, capsys) -> None:
+def test_disk_full_on_the_dldb_alone(tmpfs, tmp_path, export, capsys) -> None:
+    """The summary fits, DLProf's database (~190 KB) does not: SQLite's "database or disk is
+    full" is a full disk like any other file's, exit 2 and the usual line (issue 46 item 8)."""
+    fs = tmpfs("size=64k")
+    rc = main([f"--database={export}", f"--output_path={fs}", "--reports=summary",
+               "--formats=csv", "-v", "minimal"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    line = error_line(err)
+    assert f"{fs / DEFAULT_PROFILE_NAME}_dldb.sqlite: no space left on the device of {fs}" in line
+    assert "free some space or choose another --output_path" in line
+    assert sorted(p.name for p in fs.iterdir()) == [f"{DEFAULT_PROFILE_NAME}_summary.csv"]
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="mounting needs root")
+def test_read_only_output_folder(tmpfs, export, capsys, monkeypatch) -> None:
     fs = tmpfs("size=1m,ro")
-    rc = main(cli_args(export, fs))
+    monkeypatch.chdir(fs.parent)
+    rc = main(cli_args(export, Path(fs.name)))  # relative, as typed: --output_path=ro
     assert rc == 2
     err = capsys.readouterr().err
-    assert "is on a read-only file system; choose a writable --output_path" in error_line(err)
+    line = error_line(err)
+    assert f"cannot write {fs.name}: {fs.name} is on a read-only file system" in line, line
+    assert "choose a writable --output_path" in line
     assert "loading" not in err  # found before the analysis
 
 
@@ -386,15 +404,21 @@ def test_interrupted_write_leaves_no_file(sig, tmp_path, export, reference, caps
 
 
 def test_two_runs_into_one_folder(tmp_path, export, reference, capsys) -> None:
-    """While run A is still writing, run B never "keeps" A's half file: A's is not there yet."""
+    """While run A writes a folder, run B (another range, no -f) refuses with one line and
+    writes nothing: one run's files are one run's (issue 46: both said "wrote", and the folder
+    ended with A's summary beside B's kernel report). Once A is gone (even killed), B runs."""
     out = tmp_path / "out"
     slow = start_slow(export, out)
     try:
-        assert main(cli_args(export, out)) == 0
-        assert "kept" not in capsys.readouterr().err
+        before = tree(out)
+        assert main(cli_args(export, out, "--iter_start=1")) == 2
+        line = error_line(capsys.readouterr().err)
+        assert f"another jlprof run is writing {out}: wait for it to end" in line, line
+        assert tree(out) == before
     finally:
         slow.kill()
         slow.communicate(timeout=60)
+    assert main(cli_args(export, out)) == 0
     assert len(same_as_reference(out, reference)) == ALL_FILES
 
 
