@@ -107,7 +107,9 @@ def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> i
     for note in notes(args, given or set(), "cli"):
         say(note, "minimal")
     # every option and output folder is checked before the (long) load or profiling run
-    reports, formats = check_outputs(args.reports, args.formats, args.profile_name)
+    reports, formats = check_outputs(
+        args.reports, args.formats, args.profile_name, reports_given="reports" in (given or ())
+    )
     out = prepare_folder(args.output_path)
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")

@@ -207,6 +207,26 @@ CASES = {
         present=("out/dlprof_kernel.csv",),
         before_load=False,
     ),
+    "no_nvtx_table": Case(
+        drop("NVTX_EVENTS"),
+        0,
+        "warning: the export has no NVTX table (NVTX_EVENTS): jlprof finds ops and iterations",
+        present=("out/dlprof_kernel.csv",),
+        before_load=False,
+    ),
+    "no_nvtx_table_key_node": Case(
+        lambda d, db: [*drop("NVTX_EVENTS")(d, db), "--key_node=global_step"],
+        2,
+        "is not an op name or op ID in this profile. The export has no NVTX table (NVTX_EVENTS)",
+        before_load=False,
+    ),
+    "no_string_ids": Case(
+        drop("StringIds"),
+        2,
+        "input.sqlite is a SQLite database but not an nsys export (no StringIds table)",
+        before_load=False,
+    ),
+    "reports_empty": Case(args("--reports="), 2, "--reports is empty; choose from"),
     "no_kernel_table": Case(
         drop("CUPTI_ACTIVITY_KIND_KERNEL"),
         0,
@@ -248,6 +268,37 @@ def test_cli_matrix(name, tmp_path, export, capsys) -> None:
     assert not (tmp_path / "escape_summary.csv").exists()
     assert sha(db) == digest  # the input is never modified
     no_partials(tmp_path)
+
+
+def test_database_starting_with_a_dash(tmp_path, export, reference, monkeypatch) -> None:
+    """``--database=-lead.sqlite`` names that file (argparse took it for an option)."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copyfile(export, tmp_path / "-lead.sqlite")
+    assert (
+        main(["--database=-lead.sqlite", "--output_path=out", "--reports=kernel", "-v", "quiet"])
+        == 0
+    )
+    assert sha(tmp_path / "out" / "dlprof_kernel.csv") == sha(reference / "dlprof_kernel.csv")
+
+
+def test_empty_file_among_ranks_is_one_line(tmp_path, export) -> None:
+    """A folder of ranks holding a 0-byte ``.sqlite``: exit 2 and the one line, no Dask
+    "Compute Failed" report with its traceback (at the default verbosity)."""
+    pytest.importorskip("distributed")
+    (tmp_path / "job").mkdir()
+    shutil.copyfile(export, tmp_path / "job" / "a.sqlite")
+    (tmp_path / "job" / "empty.sqlite").write_bytes(b"")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jlprof", "--database=job", "--output_path=out"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Compute Failed" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (
+        f"jlprof: error: rank 1 (job/empty.sqlite): {tmp_path / 'job' / 'empty.sqlite'} is empty "
+        "(0 bytes): the profile was not written. Re-run nsys."
+    ), proc.stderr
 
 
 def test_profiled_program_failure_is_the_exit_status(tmp_path, export, monkeypatch) -> None:

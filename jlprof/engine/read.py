@@ -862,6 +862,12 @@ def _in_thread(
         conn.close()
 
 
+NO_NVTX_TABLE = (
+    "the export has no NVTX table (NVTX_EVENTS): jlprof finds ops and iterations from NVTX "
+    "ranges; capture with `nsys profile -t cuda,nvtx` and annotate the training loop"
+)
+
+
 def trace_warnings(
     tabs: set[str], n_gpu: int, n_nvtx: int, n_api: int, api_names: pd.Index
 ) -> list[str]:
@@ -876,6 +882,8 @@ def trace_warnings(
             "the export has GPU work but no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME): kernels "
             "are not attributed to ops and API times are 0; capture with `nsys profile -t cuda`"
         )
+    if "NVTX_EVENTS" not in tabs and (n_gpu or n_api):
+        out.append(NO_NVTX_TABLE)
     launches = api_names.astype(str).str.contains("Launch") if n_api else []
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in tabs and any(launches):
         out.append(
@@ -912,11 +920,12 @@ def open_export(path: Path) -> tuple[sqlite3.Connection, set[str]]:
         tabs = schema.tables(conn)
     except sqlite3.DatabaseError as exc:
         raise damaged(path, exc) from exc
-    if not schema.has_export_tables(tabs):
+    missing = schema.missing_export_tables(tabs)
+    if missing:
         conn.close()
         raise InputError(
-            f"{path} is a SQLite database but not an nsys export (no StringIds/CUPTI/NVTX "
-            "tables). Give the file written by `nsys export --type sqlite`."
+            f"{path} is a SQLite database but not an nsys export ({missing}). Give the file "
+            "written by `nsys export --type sqlite`."
         )
     return conn, tabs
 

@@ -47,6 +47,16 @@ def has_export_tables(tabs: set[str]) -> bool:
     return "StringIds" in tabs and bool(tabs & set(NSYS_MARKER_TABLES))
 
 
+def missing_export_tables(tabs: set[str]) -> str | None:
+    """What keeps a SQLite file with these tables from being an nsys export (by
+    :func:`has_export_tables`' rule), naming the missing table; None when it is one."""
+    if "StringIds" not in tabs:
+        return "no StringIds table"
+    if not tabs & set(NSYS_MARKER_TABLES):
+        return f"no CUPTI, NVTX or TARGET_INFO table ({', '.join(NSYS_MARKER_TABLES)})"
+    return None
+
+
 def export_error(path: Path) -> str | None:
     """None when ``path`` is an nsys SQLite export, else why not (one line)."""
     try:
@@ -61,8 +71,9 @@ def export_error(path: Path) -> str | None:
             conn.close()
     except (OSError, sqlite3.Error) as err:
         return f"unreadable SQLite file: {err}"
-    if not has_export_tables(names):
-        return "not an nsys export (no StringIds/CUPTI/NVTX tables)"
+    missing = missing_export_tables(names)
+    if missing:
+        return f"not an nsys export ({missing})"
     return None
 
 

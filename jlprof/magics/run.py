@@ -288,7 +288,7 @@ def analyse(
     if capture_domain is not None:
         trace = without_capture_range(trace, capture_domain)
     nv = trace.nvtx
-    if len(nv) == 0:
+    if len(nv) == 0 and not any("NVTX_EVENTS" in w for w in warnings):  # said once
         warnings.append(
             "no NVTX ranges in the capture: jlprof finds ops and iterations from NVTX ranges. "
             "Annotate the loop (nvtx.annotate('optimizer_step') around the optimizer step), "

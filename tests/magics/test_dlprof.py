@@ -7,6 +7,7 @@ Numbers are checked against the SQLite export itself (NVTX rows counted with sql
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -311,8 +312,13 @@ def test_sidecar_death_is_reported_and_a_fresh_one_starts(shell, need_nsys):
     assert sorted(p.name for p in folder.iterdir()) == ["jlprof_run.json", "nsys_profile.qdstrm"]
     assert manifest["nsys_report"] == "nsys_profile.qdstrm"
     assert "%dlprof --database=" in shell.failure
-    shell.line(f"--database={folder / 'nsys_profile.qdstrm'} -o after_crash")
+    raw = folder / "nsys_profile.qdstrm"
+    digest = hashlib.sha256(raw.read_bytes()).hexdigest()
+    shell.line(f"--database={raw} -o after_crash")
     assert shell.ns["after_crash"].trace.source.name == "nsys_profile.sqlite"
+    # QdstrmImporter rewrites what it imports (+29 bytes here): it got a copy
+    assert hashlib.sha256(raw.read_bytes()).hexdigest() == digest
+    assert not list(folder.glob(".*"))  # and the copy is gone
     out = shell.cell("--setup", "print('kept' in globals())")
     assert "previous sidecar kernel died" in out.stderr
     assert "False" in out.stdout

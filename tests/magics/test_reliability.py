@@ -39,6 +39,7 @@ def test_odd_file_name(shell, export) -> None:
         ("--profile_name=../../escape", "--profile_name '../../escape' is not a plain file name"),
         ("--reports=bogus", "unknown report 'bogus'"),
         ("--formats=", "--formats is empty"),
+        ("--reports=", "--reports is empty; choose from summary"),
         ("--formats=xml", "unknown format 'xml'"),
     ],
 )
