@@ -165,8 +165,16 @@ def _run_folder(opts: RunOptions, cwd: Path | None) -> Path:
 def run_captured(
     session: Session, opts: RunOptions, code: str, on_message: OnMessage, say: Say
 ) -> RunResult:
-    """Run ``code`` captured in the sidecar, then analyse what nsys recorded."""
+    """Run ``code`` captured in the sidecar, then analyse what nsys recorded. The run folder is
+    held until then: another notebook's run into the same --output_path refuses at once."""
     folder = _run_folder(opts, session.cwd)
+    with outputs.folder_lock(folder):
+        return _run_captured(session, opts, code, on_message, say, folder)
+
+
+def _run_captured(
+    session: Session, opts: RunOptions, code: str, on_message: OnMessage, say: Say, folder: Path
+) -> RunResult:
     sidecar = session.ensure(opts.nsys_opts, opts.nsys_opts_given, say)
     result = RunResult(folder=folder)
     try:
@@ -358,9 +366,11 @@ def reanalyse(opts: RunOptions) -> RunResult:
     result = RunResult(folder=opts.output_path, profile=profile, warnings=warnings)
     result.database = opts.database
     if opts.output_path is not None:
-        result.written = profile.write_reports(
-            opts.output_path, opts.reports, opts.formats, force=opts.force
-        )
+        folder = outputs.prepare_folder(opts.output_path)
+        with outputs.folder_lock(folder):
+            result.written = profile.write_reports(
+                folder, opts.reports, opts.formats, force=opts.force
+            )
     return result
 
 

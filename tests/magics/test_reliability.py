@@ -77,3 +77,30 @@ def test_kernel_status_network_line() -> None:
     assert "no option to bind it to loopback" in line
     only_local = {"private_network": False, "listeners": [("127.0.0.1", 5, 1, "nsys")]}
     assert "no TCP port of the sidecar listens beyond loopback" in network_line(only_local)
+
+
+def test_output_folder_held_by_another_run(shell, export) -> None:
+    """A folder another run is writing (here: held by this test) is refused with one line and
+    left as it was; the notebook cell fails. Free again, the same line writes the reports."""
+    from jlprof import outputs
+
+    folder = shell.cwd / "held"
+    folder.mkdir()
+    with outputs.folder_lock(folder):
+        shell.line(f"--database={export} --output_path=held --reports=kernel -o held")
+        assert shell.failure == (
+            "jlprof: another jlprof run is writing held: wait for it to end, or choose another "
+            "--output_path"
+        )
+        assert list(folder.iterdir()) == []
+    shell.line(f"--database={export} --output_path=held --reports=kernel -o held")
+    assert shell.failure is None and (folder / "dlprof_kernel.csv").is_file()
+
+
+def test_failed_line_magic_fails_the_cell(shell) -> None:
+    """A jlprof error fails the notebook cell (Run All stops) with its one line, shown once."""
+    out = shell.line("--database=nowhere.sqlite")
+    assert shell.failure == (
+        "jlprof: nowhere.sqlite: no such file (give the .sqlite, .nsys-rep or .jlprof)"
+    )
+    assert "nowhere" not in out.stderr  # not printed besides
