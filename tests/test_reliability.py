@@ -168,6 +168,16 @@ def drop(table: str) -> Callable[[Path, Path], list[str]]:
     return setup
 
 
+def replace_nvtx(db: Path) -> list[str]:
+    """NVTX_EVENTS replaced by a table of other columns (a layout the reader does not know)."""
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE NVTX_EVENTS")
+        con.execute("CREATE TABLE NVTX_EVENTS (foo INTEGER, bar TEXT)")
+        con.execute("INSERT INTO NVTX_EVENTS VALUES (1, 'x')")
+    con.close()
+    return []
+
+
 def args(*extra: str) -> Callable[[Path, Path], list[str]]:
     return lambda d, _db: [f"--output_path={d / 'out'}", *[a.format(d=d) for a in extra]]
 
@@ -218,6 +228,12 @@ CASES = {
         lambda d, db: [*drop("NVTX_EVENTS")(d, db), "--key_node=global_step"],
         2,
         "is not an op name or op ID in this profile. The export has no NVTX table (NVTX_EVENTS)",
+        before_load=False,
+    ),
+    "nvtx_table_of_unknown_columns": Case(
+        lambda d, db: [*replace_nvtx(db), f"--output_path={d / 'out'}"],
+        2,
+        "input.sqlite has a table whose columns jlprof does not know (SQLite: no such column",
         before_load=False,
     ),
     "no_string_ids": Case(

@@ -908,7 +908,14 @@ def read_trace(
 
 
 def damaged(path: Path, exc: sqlite3.DatabaseError) -> InputError:
-    """The one error for an export SQLite cannot read."""
+    """The one error for an export SQLite cannot read; a column the reader expects and the
+    file lacks is a table layout jlprof does not know, not damage (issue 46)."""
+    if str(exc).startswith("no such column"):
+        return InputError(
+            f"{path} has a table whose columns jlprof does not know (SQLite: {exc}): not the "
+            "layout of an nsys export (2021.1 or later). Give the file written by `nsys export "
+            "--type sqlite` unchanged."
+        )
     return InputError(f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}")
 
 
