@@ -28,7 +28,7 @@ from jlprof.distributed import several
 from jlprof.engine.schema import version_line
 from jlprof.errors import InputError, JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
-from jlprof.outputs import InThread, prepare_folder, written
+from jlprof.outputs import InThread, folder_lock, prepare_folder, written
 from jlprof.reports import ALIASES, REPORTS
 from jlprof.reports.writers import available, check_outputs, report_path
 from jlprof.version import __version__
@@ -108,18 +108,28 @@ def _bar(say: _Say, total: int) -> StageProgress:
 
 
 def run(args: argparse.Namespace, say: _Say, given: set[str] | None = None) -> int:
-    from jlprof.profile import load
-
     for note in notes(args, given or set(), "cli"):
         say(note, "minimal")
     # every option and output folder is checked before the (long) load or profiling run
-    reports, formats = check_outputs(args.reports, args.formats, args.profile_name)
+    reports, formats = check_outputs(
+        args.reports, args.formats, args.profile_name, reports_given="reports" in (given or ())
+    )
     out = prepare_folder(args.output_path)
     if args.ncu_report and not Path(args.ncu_report).is_file():
         raise InputError(f"--ncu_report {args.ncu_report}: no such Nsight Compute report; "
                          "check the path.")  # fmt: skip
     if args.save_db:
         prepare_folder(Path(args.save_db).parent, "--save_db")
+    with folder_lock(out):  # a second run into this folder refuses while this one writes
+        return _run(args, say, reports, formats, out)
+
+
+def _run(
+    args: argparse.Namespace, say: _Say, reports: list[str], formats: list[str], out: Path
+) -> int:
+    """:func:`run` once the options are checked and the output folder is held."""
+    from jlprof.profile import load
+
     status = 0
     if args.database and several(args.database):
         if args.ncu_report:

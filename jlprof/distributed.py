@@ -112,13 +112,18 @@ def _rank_task(
     force: bool,
 ) -> RankAggregates:
     """Runs on a worker: load one rank, write its reports under ``rank<N>/`` (N: the rank the
-    trace carries, else its position), return its small aggregates."""
+    trace carries, else its position), return its small aggregates. A user's error (an empty
+    or foreign file) is returned, not raised: raised, Dask's worker logs it as "Compute Failed"
+    with a traceback, at any verbosity."""
     from jlprof.profile import load
 
-    prof = load(path, **options)
-    agg = reduce_profile(prof, label, rank)
-    if output is not None and reports:
-        prof.write_reports(Path(output) / f"rank{agg.rank}", reports, formats, force=force)
+    try:
+        prof = load(path, **options)
+        agg = reduce_profile(prof, label, rank)
+        if output is not None and reports:
+            prof.write_reports(Path(output) / f"rank{agg.rank}", reports, formats, force=force)
+    except JlprofError as exc:
+        return exc  # type: ignore[return-value]
     return agg
 
 
@@ -244,17 +249,28 @@ def load_ranks(
         bar = _bar(len(files), progress)
         from distributed import as_completed
 
-        for fut in as_completed(futures):
-            r = futures[fut]
-            try:
-                aggs[r] = fut.result()
-            except JlprofError as exc:
-                raise type(exc)(f"rank {r} ({files[r]}): {exc}") from exc
-            finally:
-                fut.release()
-            bar.set_postfix_str(f"rank {r}", refresh=False)
-            bar.update(1)
-        bar.close()
+        failed: dict[int, JlprofError] = {}  # raised once every rank ended: a cluster closed
+        # under a running task logs a worker's traceback
+        try:
+            for fut in as_completed(futures):
+                r = futures[fut]
+                try:
+                    result = fut.result()
+                except JlprofError as exc:
+                    raise type(exc)(f"rank {r} ({files[r]}): {exc}") from exc
+                finally:
+                    fut.release()
+                if isinstance(result, JlprofError):
+                    failed[r] = result
+                else:
+                    aggs[r] = result
+                bar.set_postfix_str(f"rank {r}", refresh=False)
+                bar.update(1)
+        finally:
+            bar.close()
+        if failed:
+            r = min(failed)
+            raise type(failed[r])(f"rank {r} ({files[r]}): {failed[r]}")
     finally:
         client.close()
         if cluster is not None:

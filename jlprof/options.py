@@ -375,7 +375,10 @@ def split_argv(argv: Sequence[str], parser: argparse.ArgumentParser) -> Split:
             out.append(flag)  # argparse says the value is missing
             i += 1
             continue
-        if several:
+        if several and eq and flag.startswith("--"):
+            # one word: argparse would take a separate '-lead.sqlite' for an option
+            out.append(f"{flag}={values[0]}")
+        elif several:
             out += [flag, *values]
         elif is_list:
             out.append(f"{flag}={','.join(values)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import mmap
 import os
 import queue
@@ -505,6 +506,27 @@ def prepare_folder(folder: str | os.PathLike[str], flag: str = "--output_path") 
     return folder
 
 
+@contextlib.contextmanager
+def folder_lock(folder: Path, flag: str = "--output_path") -> Iterator[None]:
+    """Hold ``folder`` for this run's files: one run's files are one run's (issue 46: two runs
+    into one folder left one's summary beside the other's kernel report). An advisory
+    ``flock`` on the folder itself, so no lock file is left; a second run refuses at once."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputError(
+                f"another jlprof run is writing {folder}: wait for it to end, or choose another "
+                f"{flag}"
+            ) from None
+        except OSError:  # a file system without flock: run unlocked, as before
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def remove_stale_partials(folder: Path) -> list[Path]:
     """Remove the temporary files of processes that no longer run (a killed run's leftovers)."""
     removed = []
@@ -534,11 +556,13 @@ def describe(exc: OSError, path: Path, flag: str = "--output_path") -> str:
     where = Path(exc.filename) if exc.filename else path
     if where.name.endswith(PARTIAL):  # the temporary name means nothing to the user
         where = path
+    # the folder: ``where`` itself when it is one (the write probe of ``prepare_folder``)
+    folder = where if where.is_dir() else where.parent
     if code in (errno.ENOSPC, errno.EDQUOT):
-        why = f"no space left on the device of {where.parent}"
+        why = f"no space left on the device of {folder}"
         fix = f"free some space or choose another {flag}"
     elif code == errno.EROFS:
-        why = f"{where.parent} is on a read-only file system"
+        why = f"{folder} is on a read-only file system"
         fix = f"choose a writable {flag}"
     elif code in (errno.EACCES, errno.EPERM):
         why = f"permission denied on {where}"
@@ -572,6 +596,7 @@ __all__ = [
     "Checked",
     "InThread",
     "describe",
+    "folder_lock",
     "partial_path",
     "prepare_folder",
     "remove_stale_partials",

@@ -7,6 +7,7 @@ against NVIDIA's own ``nsys stats`` reports.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -435,8 +436,13 @@ def test_qdstrm_is_imported_then_exported(
         pytest.skip("this nsys imports by itself and left no .qdstrm")
     raw = tmp_path / "copy.qdstrm"
     shutil.copy(result.recordings[0], raw)
+    digest = hashlib.sha256(raw.read_bytes()).hexdigest()
     said: list[str] = []
     exported = jn.ensure_sqlite(raw, nsys=nsys_info, progress=said.append)
+    assert hashlib.sha256(raw.read_bytes()).hexdigest() == digest  # the importer had a copy
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "copy.nsys-rep", "copy.qdstrm", "copy.sqlite"
+    ]  # fmt: skip
     assert exported == tmp_path / "copy.sqlite"
     assert (tmp_path / "copy.nsys-rep").exists() and raw.exists()
     assert Counter(r[0] for r in nvtx_ranges(exported)) == Counter(r[0] for r in nvtx_ranges(db))

@@ -168,6 +168,16 @@ def drop(table: str) -> Callable[[Path, Path], list[str]]:
     return setup
 
 
+def replace_nvtx(db: Path) -> list[str]:
+    """NVTX_EVENTS replaced by a table of other columns (a layout the reader does not know)."""
+    with sqlite3.connect(db) as con:
+        con.execute("DROP TABLE NVTX_EVENTS")
+        con.execute("CREATE TABLE NVTX_EVENTS (foo INTEGER, bar TEXT)")
+        con.execute("INSERT INTO NVTX_EVENTS VALUES (1, 'x')")
+    con.close()
+    return []
+
+
 def args(*extra: str) -> Callable[[Path, Path], list[str]]:
     return lambda d, _db: [f"--output_path={d / 'out'}", *[a.format(d=d) for a in extra]]
 
@@ -207,6 +217,32 @@ CASES = {
         present=("out/dlprof_kernel.csv",),
         before_load=False,
     ),
+    "no_nvtx_table": Case(
+        drop("NVTX_EVENTS"),
+        0,
+        "warning: the export has no NVTX table (NVTX_EVENTS): jlprof finds ops and iterations",
+        present=("out/dlprof_kernel.csv",),
+        before_load=False,
+    ),
+    "no_nvtx_table_key_node": Case(
+        lambda d, db: [*drop("NVTX_EVENTS")(d, db), "--key_node=global_step"],
+        2,
+        "is not an op name or op ID in this profile. The export has no NVTX table (NVTX_EVENTS)",
+        before_load=False,
+    ),
+    "nvtx_table_of_unknown_columns": Case(
+        lambda d, db: [*replace_nvtx(db), f"--output_path={d / 'out'}"],
+        2,
+        "input.sqlite has a table whose columns jlprof does not know (SQLite: no such column",
+        before_load=False,
+    ),
+    "no_string_ids": Case(
+        drop("StringIds"),
+        2,
+        "input.sqlite is a SQLite database but not an nsys export (no StringIds table)",
+        before_load=False,
+    ),
+    "reports_empty": Case(args("--reports="), 2, "--reports is empty; choose from"),
     "no_kernel_table": Case(
         drop("CUPTI_ACTIVITY_KIND_KERNEL"),
         0,
@@ -248,6 +284,37 @@ def test_cli_matrix(name, tmp_path, export, capsys) -> None:
     assert not (tmp_path / "escape_summary.csv").exists()
     assert sha(db) == digest  # the input is never modified
     no_partials(tmp_path)
+
+
+def test_database_starting_with_a_dash(tmp_path, export, reference, monkeypatch) -> None:
+    """``--database=-lead.sqlite`` names that file (argparse took it for an option)."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copyfile(export, tmp_path / "-lead.sqlite")
+    assert (
+        main(["--database=-lead.sqlite", "--output_path=out", "--reports=kernel", "-v", "quiet"])
+        == 0
+    )
+    assert sha(tmp_path / "out" / "dlprof_kernel.csv") == sha(reference / "dlprof_kernel.csv")
+
+
+def test_empty_file_among_ranks_is_one_line(tmp_path, export) -> None:
+    """A folder of ranks holding a 0-byte ``.sqlite``: exit 2 and the one line, no Dask
+    "Compute Failed" report with its traceback (at the default verbosity)."""
+    pytest.importorskip("distributed")
+    (tmp_path / "job").mkdir()
+    shutil.copyfile(export, tmp_path / "job" / "a.sqlite")
+    (tmp_path / "job" / "empty.sqlite").write_bytes(b"")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jlprof", "--database=job", "--output_path=out"],
+        cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Compute Failed" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == (
+        f"jlprof: error: rank 1 (job/empty.sqlite): {tmp_path / 'job' / 'empty.sqlite'} is empty "
+        "(0 bytes): the profile was not written. Re-run nsys."
+    ), proc.stderr
 
 
 def test_profiled_program_failure_is_the_exit_status(tmp_path, export, monkeypatch) -> None:
@@ -317,12 +384,30 @@ def test_disk_full_on_a_tiny_tmpfs(tmpfs, tmp_path, export, reference, capsys) -
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="mounting needs root")
-def test_read_only_output_folder(tmpfs, export, capsys) -> None:
+def test_disk_full_on_the_dldb_alone(tmpfs, tmp_path, export, capsys) -> None:
+    """The summary fits, DLProf's database (~190 KB) does not: SQLite's "database or disk is
+    full" is a full disk like any other file's, exit 2 and the usual line (issue 46 item 8)."""
+    fs = tmpfs("size=64k")
+    rc = main([f"--database={export}", f"--output_path={fs}", "--reports=summary",
+               "--formats=csv", "-v", "minimal"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    line = error_line(err)
+    assert f"{fs / DEFAULT_PROFILE_NAME}_dldb.sqlite: no space left on the device of {fs}" in line
+    assert "free some space or choose another --output_path" in line
+    assert sorted(p.name for p in fs.iterdir()) == [f"{DEFAULT_PROFILE_NAME}_summary.csv"]
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="mounting needs root")
+def test_read_only_output_folder(tmpfs, export, capsys, monkeypatch) -> None:
     fs = tmpfs("size=1m,ro")
-    rc = main(cli_args(export, fs))
+    monkeypatch.chdir(fs.parent)
+    rc = main(cli_args(export, Path(fs.name)))  # relative, as typed: --output_path=ro
     assert rc == 2
     err = capsys.readouterr().err
-    assert "is on a read-only file system; choose a writable --output_path" in error_line(err)
+    line = error_line(err)
+    assert f"cannot write {fs.name}: {fs.name} is on a read-only file system" in line, line
+    assert "choose a writable --output_path" in line
     assert "loading" not in err  # found before the analysis
 
 
@@ -386,15 +471,21 @@ def test_interrupted_write_leaves_no_file(sig, tmp_path, export, reference, caps
 
 
 def test_two_runs_into_one_folder(tmp_path, export, reference, capsys) -> None:
-    """While run A is still writing, run B never "keeps" A's half file: A's is not there yet."""
+    """While run A writes a folder, run B (another range, no -f) refuses with one line and
+    writes nothing: one run's files are one run's (issue 46: both said "wrote", and the folder
+    ended with A's summary beside B's kernel report). Once A is gone (even killed), B runs."""
     out = tmp_path / "out"
     slow = start_slow(export, out)
     try:
-        assert main(cli_args(export, out)) == 0
-        assert "kept" not in capsys.readouterr().err
+        before = tree(out)
+        assert main(cli_args(export, out, "--iter_start=1")) == 2
+        line = error_line(capsys.readouterr().err)
+        assert f"another jlprof run is writing {out}: wait for it to end" in line, line
+        assert tree(out) == before
     finally:
         slow.kill()
         slow.communicate(timeout=60)
+    assert main(cli_args(export, out)) == 0
     assert len(same_as_reference(out, reference)) == ALL_FILES
 
 

@@ -33,6 +33,7 @@ from jlprof.engine.iterations import (
 )
 from jlprof.engine.kernel_names import telling_names
 from jlprof.engine.memory import heavy_stage
+from jlprof.engine.read import NO_NVTX_TABLE
 from jlprof.engine.trace import Trace
 from jlprof.errors import AnalysisError, OptionError
 
@@ -107,6 +108,8 @@ def resolve_key_node(c: Correlated, key_node: str | None) -> str | None:
         if len(key_node_instances(c, key_node)) == 0:
             cands = ", ".join(suggest_key_nodes(c)["op_name"].head(3))
             hint = f" Candidates: {cands}." if cands else ""
+            if NO_NVTX_TABLE in c.trace.warnings:  # said here: this error ends the run
+                hint = f" {NO_NVTX_TABLE[0].upper()}{NO_NVTX_TABLE[1:]}."
             raise AnalysisError(
                 f"key node {key_node!r} is not an op name or op ID in this profile.{hint} "
                 "See the detail report's Op Name / Op ID columns."

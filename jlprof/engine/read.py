@@ -867,6 +867,12 @@ def _in_thread(
         conn.close()
 
 
+NO_NVTX_TABLE = (
+    "the export has no NVTX table (NVTX_EVENTS): jlprof finds ops and iterations from NVTX "
+    "ranges; capture with `nsys profile -t cuda,nvtx` and annotate the training loop"
+)
+
+
 def trace_warnings(
     tabs: set[str], n_gpu: int, n_nvtx: int, n_api: int, api_names: pd.Index
 ) -> list[str]:
@@ -881,6 +887,8 @@ def trace_warnings(
             "the export has GPU work but no CUDA API table (CUPTI_ACTIVITY_KIND_RUNTIME): kernels "
             "are not attributed to ops and API times are 0; capture with `nsys profile -t cuda`"
         )
+    if "NVTX_EVENTS" not in tabs and (n_gpu or n_api):
+        out.append(NO_NVTX_TABLE)
     launches = api_names.astype(str).str.contains("Launch") if n_api else []
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in tabs and any(launches):
         out.append(
@@ -910,7 +918,14 @@ def read_trace(
 
 
 def damaged(path: Path, exc: sqlite3.DatabaseError) -> InputError:
-    """The one error for an export SQLite cannot read."""
+    """The one error for an export SQLite cannot read; a column the reader expects and the
+    file lacks is a table layout jlprof does not know, not damage (issue 46)."""
+    if str(exc).startswith("no such column"):
+        return InputError(
+            f"{path} has a table whose columns jlprof does not know (SQLite: {exc}): not the "
+            "layout of an nsys export (2021.1 or later). Give the file written by `nsys export "
+            "--type sqlite` unchanged."
+        )
     return InputError(f"{path} is damaged or truncated: SQLite cannot read it ({exc}). {REEXPORT}")
 
 
@@ -922,11 +937,12 @@ def open_export(path: Path) -> tuple[sqlite3.Connection, set[str]]:
         tabs = schema.tables(conn)
     except sqlite3.DatabaseError as exc:
         raise damaged(path, exc) from exc
-    if not schema.has_export_tables(tabs):
+    missing = schema.missing_export_tables(tabs)
+    if missing:
         conn.close()
         raise InputError(
-            f"{path} is a SQLite database but not an nsys export (no StringIds/CUPTI/NVTX "
-            "tables). Give the file written by `nsys export --type sqlite`."
+            f"{path} is a SQLite database but not an nsys export ({missing}). Give the file "
+            "written by `nsys export --type sqlite`."
         )
     return conn, tabs
 

@@ -7,8 +7,10 @@ created lazily; metadata moved from ``EXPORT_META_DATA`` to ``META_DATA_EXPORT``
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
@@ -28,8 +30,14 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def is_sqlite(path: Path) -> bool:
-    """The file starts with SQLite's header (read 16 bytes; the file exists)."""
-    with path.open("rb") as fh:
+    """The file is a regular file starting with SQLite's header (read 16 bytes; it exists).
+
+    Opened without blocking: a FIFO named ``x.sqlite`` would otherwise wait for a writer.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
@@ -74,9 +82,21 @@ def is_nvprof_tables(tabs: set[str]) -> bool:
     return "StringTable" in tabs and any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in tabs)
 
 
+def missing_export_tables(tabs: set[str]) -> str | None:
+    """What keeps a SQLite file with these tables from being an nsys export (by
+    :func:`has_export_tables`' rule), naming the missing table; None when it is one."""
+    if "StringIds" not in tabs:
+        return "no StringIds table"
+    if not any(table_name(tabs, t) for t in NSYS_MARKER_TABLES):
+        return f"no CUPTI, NVTX or TARGET_INFO table ({', '.join(NSYS_MARKER_TABLES)})"
+    return None
+
+
 def export_error(path: Path) -> str | None:
     """None when ``path`` is an nsys SQLite export, else why not (one line)."""
     try:
+        if not path.is_file():
+            return "not a regular file"
         if not is_sqlite(path):
             return "not a SQLite database"
         conn = sqlite3.connect(sqlite_uri(path), uri=True)
@@ -86,8 +106,9 @@ def export_error(path: Path) -> str | None:
             conn.close()
     except (OSError, sqlite3.Error) as err:
         return f"unreadable SQLite file: {err}"
-    if not has_export_tables(names) and not is_nvprof_tables(names):
-        return "not an nsys export (no StringIds/CUPTI/NVTX tables)"
+    missing = missing_export_tables(names)
+    if missing and not is_nvprof_tables(names):
+        return f"not an nsys export ({missing})"
     return None
 
 

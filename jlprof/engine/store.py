@@ -20,8 +20,10 @@ an nsys export, told apart by their first bytes and tables.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -457,6 +459,12 @@ def open_dldb(
             conn.execute(f"CREATE TABLE {DLDB_TABLE} (name TEXT PRIMARY KEY, data BLOB)")
             yield db
             db._finish()
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code != sqlite3.SQLITE_FULL and "disk is full" not in str(exc):
+                raise
+            # a full disk, as any other file's: ``written`` makes it the usual one line
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from exc
         finally:
             db._discard()
             conn.close()

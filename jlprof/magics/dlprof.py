@@ -48,6 +48,15 @@ def _publish_comm(msg: dict[str, Any]) -> None:
     )
 
 
+class CellFailed(Exception):
+    """A ``%%dlprof`` cell that failed: raised after the analysis of what ran is shown, so the
+    notebook cell fails too ("Run All" and nbconvert stop there). Rendered as its one line, no
+    traceback: the profiled code's own traceback came from the sidecar already."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"jlprof: {self}"]
+
+
 def forward(msg: dict[str, Any]) -> None:
     """Show one iopub message of the sidecar in this kernel's output, as it arrives."""
     kind = msg["header"]["msg_type"]
@@ -163,7 +172,7 @@ class DlprofMagics(Magics):
         except JlprofError as exc:  # SidecarDied and NsysNotFound (install hint) included
             if opts.verbosity == "diagnostic":
                 raise
-            print(f"jlprof: {exc}", file=sys.stderr)
+            raise CellFailed(str(exc)) from None
 
     def _say(self, text: str) -> None:
         """jlprof's notes: informational ones on stdout (JupyterLab paints stderr as an error)."""
@@ -193,7 +202,9 @@ class DlprofMagics(Magics):
                 self.session, opts, cell or "", forward, self._say, on_input=self._input_source()
             )
             if res.interrupted:
-                self._say("setup cell interrupted; the sidecar keeps its state")
+                raise CellFailed("setup cell interrupted; the sidecar keeps its state")
+            if res.status != "ok":
+                raise CellFailed(f"the setup cell raised {res.ename}: {res.evalue}")
         else:
             result = run.run_captured(
                 self.session, opts, cell or "", forward, self._say, on_input=self._input_source()
@@ -238,10 +249,7 @@ class DlprofMagics(Magics):
             print("sidecar: restarted (fresh state)")
 
     def _show(self, result: run.RunResult, opts: opt.RunOptions) -> None:
-        if result.interrupted:
-            self._warn("interrupted: the capture was stopped; analysing what was recorded")
-        if result.cell_error:
-            self._warn(f"the cell raised {result.cell_error}; the profile covers what ran")
+        """Bind and display the result; then fail the cell if the profiled code did not end."""
         if opts.says("minimal"):
             for warning in result.warnings:
                 self._warn(warning)
@@ -256,6 +264,10 @@ class DlprofMagics(Magics):
             print(text, file=sys.stdout if result.status == "ok" else sys.stderr, flush=True)
         if result.profile is not None and opts.says("minimal"):
             display(result.profile)
+        if result.interrupted:
+            raise CellFailed("interrupted: the capture was stopped; the profile covers what ran")
+        if result.cell_error:
+            raise CellFailed(f"the cell raised {result.cell_error}; the profile covers what ran")
 
 
 def register(ipython: Any) -> None:

@@ -115,7 +115,12 @@ def from_namespace(ns: argparse.Namespace, *, cell: bool) -> RunOptions:
             "--database re-analyses an existing profile: use it on the line magic "
             "(%dlprof --database=FILE), not around a cell"
         )
-    reports, formats = check_outputs(ns.reports, ns.formats, ns.profile_name)
+    reports, formats = check_outputs(
+        ns.reports,
+        ns.formats,
+        ns.profile_name,
+        reports_given="reports" in getattr(ns, "given_options", ()),
+    )
     if ns.delay < 0 or (ns.duration is not None and ns.duration <= 0):
         raise JlprofError("--delay must be >= 0 and --duration > 0 (seconds)")
     if not ns.name.isidentifier():

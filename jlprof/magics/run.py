@@ -209,8 +209,22 @@ def run_captured(
     say: Say,
     on_input: OnInput | None = None,
 ) -> RunResult:
-    """Run ``code`` captured in the sidecar, then analyse what nsys recorded."""
+    """Run ``code`` captured in the sidecar, then analyse what nsys recorded. The run folder is
+    held until then: another notebook's run into the same --output_path refuses at once."""
     folder = _run_folder(opts, session.cwd)
+    with outputs.folder_lock(folder):
+        return _run_captured(session, opts, code, on_message, say, folder, on_input)
+
+
+def _run_captured(
+    session: Session,
+    opts: RunOptions,
+    code: str,
+    on_message: OnMessage,
+    say: Say,
+    folder: Path,
+    on_input: OnInput | None,
+) -> RunResult:
     sidecar = _ensure(session, opts, say)
     result = RunResult(folder=folder)
     try:
@@ -378,7 +392,7 @@ def analyse(
     if capture_domain is not None:
         trace = without_capture_range(trace, capture_domain)
     nv = trace.nvtx
-    if len(nv) == 0:
+    if len(nv) == 0 and not any("NVTX_EVENTS" in w for w in warnings):  # said once
         warnings.append(
             "no NVTX ranges in the capture: jlprof finds ops and iterations from NVTX ranges. "
             "Annotate the loop (nvtx.annotate('optimizer_step') around the optimizer step), "
@@ -453,9 +467,11 @@ def reanalyse(opts: RunOptions) -> RunResult:
     result = RunResult(folder=opts.output_path, profile=profile, warnings=warnings)
     result.database = opts.database
     if opts.output_path is not None:
-        result.written = profile.write_reports(
-            opts.output_path, opts.reports, opts.formats, force=opts.force
-        )
+        folder = outputs.prepare_folder(opts.output_path)
+        with outputs.folder_lock(folder):
+            result.written = profile.write_reports(
+                folder, opts.reports, opts.formats, force=opts.force
+            )
     return result
 
 

@@ -4,6 +4,7 @@ to us)."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from jlprof.errors import JlprofError
@@ -22,8 +23,10 @@ def import_qdstrm(
 ) -> Path:
     """Turn a raw ``.qdstrm`` into a ``.nsys-rep`` beside it with NVIDIA's QdstrmImporter.
 
-    Reuses an up-to-date report. The ``.qdstrm`` is kept. The report is written under a temporary
-    name and renamed, so an interrupted import never leaves a report that looks complete.
+    Reuses an up-to-date report. The ``.qdstrm`` is kept, unchanged: QdstrmImporter rewrites
+    the file it imports (a crashed recording grew by 29 bytes), so it imports a temporary copy.
+    The report is written under a temporary name and renamed, so an interrupted import never
+    leaves a report that looks complete.
     """
     say = progress or (lambda _msg: None)
     source = _check_input(path)
@@ -42,10 +45,12 @@ def import_qdstrm(
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.stem}.jlprof-{os.getpid()}.nsys-rep")
+    copy = partial.with_suffix(".qdstrm")
     say(f"Importing {source.name} -> {target.name}")
     try:
+        shutil.copyfile(source, copy)
         _run_tool(
-            [str(info.importer), "-i", str(source), "-o", str(partial)],
+            [str(info.importer), "-i", str(copy), "-o", str(partial)],
             what=f"importing {source} with {info.importer.name}",
         )
         if not partial.exists():
@@ -53,5 +58,6 @@ def import_qdstrm(
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+        copy.unlink(missing_ok=True)
     _mark_derived(target, source)
     return target

@@ -71,19 +71,30 @@ def available(p: Analysis, reports: list[str]) -> tuple[list[str], list[str]]:
 
 
 def check_outputs(
-    reports: list[str] | tuple[str, ...], formats: list[str] | tuple[str, ...], profile_name: str
+    reports: list[str] | tuple[str, ...],
+    formats: list[str] | tuple[str, ...],
+    profile_name: str,
+    *,
+    reports_given: bool = False,
 ) -> tuple[list[str], list[str]]:
     """The reports (``all`` expanded) and formats to write, checked; no report is fine (DLProf's
     default: the CLI prints the summary). ``node_op`` (guide §10.1.1) is the op type report
     written under that word.
 
     Shared by the CLI, the magic and :meth:`Profile.write_reports`, and run before any trace is
-    read: a typo must not cost the whole load. Raises :class:`OptionError`.
+    read: a typo must not cost the whole load. Raises :class:`OptionError`. ``reports_given``:
+    ``--reports`` was on the command line, so an empty list is a mistake (``--reports=``), not
+    the default.
     """
     if isinstance(reports, str) or isinstance(formats, str):
         raise OptionError("reports and formats are lists of names, e.g. ['summary'] and ['csv'].")
     if not formats:
         raise OptionError("--formats is empty; choose from csv, json and parquet.")
+    if reports_given and not reports:
+        raise OptionError(
+            f"--reports is empty; choose from {', '.join(REPORT_NAMES)} or all (without "
+            "--reports no report is written and the summary is printed)."
+        )
     chosen = [*REPORTS, *(r for r in reports if r != "all")] if "all" in reports else reports
     chosen = list(dict.fromkeys(chosen))
     bad = [r for r in chosen if r not in REPORT_NAMES]

@@ -9,7 +9,9 @@ are opened only for the page of results actually returned, so big trees page qui
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -189,6 +191,8 @@ def read_manifest(folder: Path) -> tuple[dict[str, Any], str | None]:
     """The manifest of a run folder (only well-typed keys kept) and a problem, if any."""
     if (folder / MANIFEST).is_symlink():
         return {}, f"{MANIFEST} is a symbolic link: not read"
+    if not (folder / MANIFEST).is_file():  # a FIFO would block the read
+        return {}, f"{MANIFEST} is not a regular file: not read"
     try:
         data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
@@ -248,7 +252,12 @@ def describe(root: Path, cand: Candidate) -> dict[str, Any]:
         headline = {}
         for key, kind in HEADLINE_KEYS.items():
             value = manifest.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # json reads 1e400 as inf and NaN as nan: neither is a number the sidebar can show
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            ):
                 headline[key] = kind(value)
         entry["headline"] = headline
         database = _clean_name(path, manifest.get("database")) or _clean_name(
@@ -266,6 +275,22 @@ def describe(root: Path, cand: Candidate) -> dict[str, Any]:
     return entry
 
 
+def _describe_or_error(root: Path, cand: Candidate) -> dict[str, Any]:
+    """:func:`describe`, or an entry naming the problem: one bad folder never hides the others."""
+    try:
+        return describe(root, cand)
+    except (OSError, ValueError, OverflowError, TypeError) as err:
+        return {
+            "kind": cand.kind,
+            "path": api_path(root, cand.path),
+            "name": cand.path.name,
+            "modified": cand.mtime,
+            "error": f"cannot be read: {err.__class__.__name__}: {err}",
+            "database": None,
+            "open_dir": "",
+        }
+
+
 def list_profiles(
     root: Path,
     rel: str = "",
@@ -281,7 +306,7 @@ def list_profiles(
     offset = max(0, offset)
     limit = min(max(1, limit), MAX_LIMIT)
     cands, truncated = walk(root, start)
-    page = [describe(root, c) for c in cands[offset : offset + limit]]
+    page = [_describe_or_error(root, c) for c in cands[offset : offset + limit]]
     return {
         "path": api_path(root, start) if start != root.resolve() else "",
         "total": len(cands),
@@ -295,8 +320,15 @@ def list_profiles(
 def describe_path(root: Path, rel: str, *, allow_hidden: bool = True) -> dict[str, Any]:
     """The entry for one file or folder the user picked (file browser: 'Open in jlprof')."""
     path = confine(root, rel, allow_hidden)
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        raise PathMissing(f"no such file or folder: {rel!r}") from err
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        # a FIFO or device opened here would block the server until a writer came
+        raise NotAProfile(f"{rel!r} is not a regular file or folder")
     if path.is_dir():
-        kind = "run" if (path / MANIFEST).is_file() else "reports"
+        kind = "run" if (path / MANIFEST).exists() else "reports"  # as walk() finds runs
     elif path.name.endswith(".nsys-rep"):
         kind = "nsys-rep"
     elif path.name.endswith(".sqlite"):

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 
 
@@ -18,16 +18,27 @@ class Shell:
     def __init__(self, ip: InteractiveShell, cwd: Path) -> None:
         self.ip = ip
         self.cwd = cwd
+        self.result: ExecutionResult | None = None  # the last cell's: failed or not
 
     def cell(self, line: str, body: str) -> CapturedIO:
         with capture_output() as out:
-            self.ip.run_cell(f"%%dlprof {line}\n{body}")
+            self.result = self.ip.run_cell(f"%%dlprof {line}\n{body}")
         return out
 
     def line(self, line: str) -> CapturedIO:
         with capture_output() as out:
-            self.ip.run_cell(f"%dlprof {line}")
+            self.result = self.ip.run_cell(f"%dlprof {line}")
         return out
+
+    @property
+    def failure(self) -> str | None:
+        """The one line a failed ``%%dlprof`` cell ends with (the notebook cell fails), or None."""
+        err = self.result.error_in_exec if self.result is not None else None
+        if err is None:
+            return None
+        return (
+            "\n".join(err._render_traceback_()) if hasattr(err, "_render_traceback_") else repr(err)
+        )
 
     @property
     def ns(self) -> dict:

@@ -58,12 +58,36 @@ NOTEBOOK_B = [
 ]
 
 
+NOTEBOOK_C = [  # no cell may fail here: nbconvert stops at the failed %%dlprof cell
+    "%load_ext jlprof",
+    "%%dlprof --setup\nimport nvtx",
+    "%%dlprof -o failed\nwith nvtx.annotate('optimizer_step'):\n    pass\nraise ValueError('boom')",
+    "print('never reached')",
+]
+
+
+def tag_raises(path, *indices: int) -> None:
+    """Mark cells expected to fail (nbclient then carries on past them)."""
+    nb = nbformat.read(path, as_version=4)
+    for i in indices:
+        nb.cells[i].metadata["tags"] = ["raises-exception"]
+    nbformat.write(nb, path)
+
+
+def failure(cell) -> str | None:
+    """The error output a failed cell ends with, as text (None when the cell did not fail)."""
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    return "\n".join(errors[-1]["traceback"]) if errors else None
+
+
 def text(cell) -> str:
-    """Everything a cell showed as text: streams, text/plain, text/html."""
+    """Everything a cell showed as text: streams, text/plain, text/html, its error."""
     parts = []
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
             parts.append(out["text"])
+        if out.get("output_type") == "error":
+            parts.append("\n".join(out["traceback"]))
         for mime in ("text/plain", "text/html"):
             if mime in out.get("data", {}):
                 parts.append(out["data"][mime])
@@ -73,13 +97,17 @@ def text(cell) -> str:
 @pytest.fixture(scope="module")
 def notebooks(tmp_path_factory, need_nsys):
     a_dir, b_dir = tmp_path_factory.mktemp("nb_a"), tmp_path_factory.mktemp("nb_b")
-    write_notebook(b_dir, "b.ipynb", NOTEBOOK_B)
+    tag_raises(
+        write_notebook(b_dir, "b.ipynb", NOTEBOOK_B),
+        NOTEBOOK_B.index("%%dlprof\nimport os\nos._exit(7)"),
+    )
     runner_b = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
          "--ExecutePreprocessor.timeout=240", "--output", "b_out.ipynb", "b.ipynb"],
         cwd=b_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     nb_a = nbformat.read(write_notebook(a_dir, "a.ipynb", NOTEBOOK_A), as_version=4)
+    nb_a.cells[6].metadata["tags"] = ["raises-exception"]  # the interrupted cell fails
     client = NotebookClient(nb_a, timeout=120, resources={"metadata": {"path": str(a_dir)}})
     with client.setup_kernel():
         for index, cell in enumerate(nb_a.cells):
@@ -121,7 +149,8 @@ def test_a_normal_day_state_reports_and_rich_output(notebooks):
 def test_a_interrupt_stops_the_capture_and_keeps_the_sidecar(notebooks):
     (_, nb), _ = notebooks
     cells = [text(c) for c in nb.cells]
-    assert "interrupted: the capture was stopped" in cells[6]
+    assert failure(nb.cells[6]).startswith("jlprof: interrupted: the capture was stopped")
+    assert [i for i, c in enumerate(nb.cells) if failure(c)] == [6]  # only that cell failed
     assert "after interrupt True" in cells[7]  # the sidecar kept its state
     assert "stopped instances True" in cells[8]
     pid = cells[5].split("kernel pid ")[1].split(",")[0]
@@ -131,7 +160,8 @@ def test_a_interrupt_stops_the_capture_and_keeps_the_sidecar(notebooks):
 def test_b_sidecar_death_leaves_the_notebook_kernel_alone(notebooks):
     _, (b_dir, nb) = notebooks
     cells = [text(c) for c in nb.cells]
-    assert "the sidecar kernel died" in cells[3]
+    assert "the sidecar kernel died" in failure(nb.cells[3])  # the cell failed, said once
+    assert cells[3].count("the sidecar kernel died") == 1
     assert "notebook kernel fine 42" in cells[4]
     assert "previous sidecar kernel died" in cells[5] and "False" in cells[5]
     assert "sidecar: running" in cells[6]
@@ -211,3 +241,18 @@ def test_input_in_the_sidecar_is_asked_in_the_notebooks_frontend(tmp_path, need_
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_failed_profiled_cell_stops_nbconvert(tmp_path, need_nsys):
+    """A %%dlprof cell whose code raised fails: nbconvert stops there, after the analysis."""
+    write_notebook(tmp_path, "c.ipynb", NOTEBOOK_C)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         "--ExecutePreprocessor.timeout=240", "--output", "c_out.ipynb", "c.ipynb"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    assert "the cell raised ValueError: boom; the profile covers what ran" in proc.stderr
+    assert "never reached" not in proc.stdout + proc.stderr
+    [folder] = (tmp_path / "jlprof_runs").iterdir()  # what ran was analysed
+    assert json.loads((folder / "jlprof_run.json").read_text())["status"] == "ok"

@@ -40,6 +40,7 @@ def test_odd_file_name(shell, export) -> None:
         ("--profile_name=../../escape", "--profile_name '../../escape' is not a plain file name"),
         ("--reports=bogus", "unknown report 'bogus'"),
         ("--formats=", "--formats is empty"),
+        ("--reports=", "--reports is empty; choose from summary"),
         ("--formats=xml", "unknown format 'xml'"),
     ],
 )
@@ -162,3 +163,30 @@ def test_isolate_network_applies_when_the_sidecar_starts(monkeypatch) -> None:
     session.shutdown()  # shut down on purpose: the next one is the default again
     session.ensure("", False, said.append)
     assert _FakeSidecar.started == [True, True, False]
+
+
+def test_output_folder_held_by_another_run(shell, export) -> None:
+    """A folder another run is writing (here: held by this test) is refused with one line and
+    left as it was; the notebook cell fails. Free again, the same line writes the reports."""
+    from jlprof import outputs
+
+    folder = shell.cwd / "held"
+    folder.mkdir()
+    with outputs.folder_lock(folder):
+        shell.line(f"--database={export} --output_path=held --reports=kernel -o held")
+        assert shell.failure == (
+            "jlprof: another jlprof run is writing held: wait for it to end, or choose another "
+            "--output_path"
+        )
+        assert list(folder.iterdir()) == []
+    shell.line(f"--database={export} --output_path=held --reports=kernel -o held")
+    assert shell.failure is None and (folder / "dlprof_kernel.csv").is_file()
+
+
+def test_failed_line_magic_fails_the_cell(shell) -> None:
+    """A jlprof error fails the notebook cell (Run All stops) with its one line, shown once."""
+    out = shell.line("--database=nowhere.sqlite")
+    assert shell.failure == (
+        "jlprof: nowhere.sqlite: no such file (give the .sqlite, .nsys-rep or .jlprof)"
+    )
+    assert "nowhere" not in out.stderr  # not printed besides

@@ -168,3 +168,29 @@ def test_walk_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     page = listing.list_profiles(tmp_path)
     assert page["truncated"] and page["items"] == []
     assert os.path.exists(deep / "t.nsys-rep")
+
+
+def test_fifo_is_not_opened(tmp_path: Path) -> None:
+    """A FIFO named like an export is refused without opening it (a read would wait forever)."""
+    from jlprof.engine.schema import is_sqlite
+
+    os.mkfifo(tmp_path / "x.sqlite")
+    assert listing.nsys_sqlite_error(tmp_path / "x.sqlite") == "not a regular file"
+    assert is_sqlite(tmp_path / "x.sqlite") is False
+    with pytest.raises(listing.NotAProfile, match="not a regular file"):
+        listing.describe_path(tmp_path, "x.sqlite")
+
+
+def test_not_an_export_names_the_missing_table(tmp_path: Path) -> None:
+    """CUPTI and NVTX tables but no StringIds: the message names StringIds (issue 46)."""
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "x.sqlite")
+    con.execute("CREATE TABLE NVTX_EVENTS (start INT)")
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT)")
+    con.commit()
+    con.close()
+    assert (
+        listing.nsys_sqlite_error(tmp_path / "x.sqlite")
+        == "not an nsys export (no StringIds table)"
+    )
