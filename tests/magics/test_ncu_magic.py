@@ -104,7 +104,7 @@ def test_the_session_keeps_its_setup_cells_for_ncu():
             pass
 
     s = Session()
-    s.ensure = lambda *_a: FakeSidecar()
+    s.ensure = lambda *_a, **_kw: FakeSidecar()
     opts = options.RunOptions(setup=True)
     for code in ("import torch", "raise ValueError", "model = 1"):
         run_setup(s, opts, code, lambda *_: None, lambda *_: None)
