@@ -226,6 +226,14 @@ def run_captured(
         step.done("nothing captured")
         _write_manifest(result, opts)
         return result
+    return analyse_capture(raw, result, opts, step)
+
+
+def analyse_capture(raw: Path, result: RunResult, opts: RunOptions, step: _Steps) -> RunResult:
+    """The raw report of a capture into the run folder, imported, analysed, reported: the same
+    for a sidecar capture and an in-place one (:mod:`jlprof.magics.inplace`)."""
+    folder = result.folder
+    assert folder is not None
     target = folder / f"{opts.nsys_base_name}{raw.suffix}"
     with outputs.written(target) as tmp:  # moved: the sidecar's temp folder must not fill up
         shutil.move(raw, tmp)

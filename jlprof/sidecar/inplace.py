@@ -1,0 +1,89 @@
+"""Start a Python kernel under ``nsys launch`` (jlprof's in-place mode).
+
+``python -m jlprof.sidecar.inplace -f CONN`` (the ``jlprof-inplace`` kernelspec) or
+``python -m jlprof.sidecar.inplace -- KERNEL ARGV...`` (the server extension's provisioner, which
+wraps the command it would have run). The kernel is started as ``nsys launch --session-new=NAME
+--trace=... KERNEL`` with the session's name in its environment, so ``%%dlprof`` in that kernel
+captures cells with ``nsys start``/``nsys stop`` (:mod:`jlprof.nsys.session`). Extra launch
+options come from ``JLPROF_INPLACE_NSYS_OPTS``. When nsys cannot be used the kernel starts plain
+and ``JLPROF_INPLACE_ERROR`` says why (``%%dlprof`` shows it). Standard library and
+:mod:`jlprof.nsys` only.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+OPTS_ENV = "JLPROF_INPLACE_NSYS_OPTS"
+ERROR_ENV = "JLPROF_INPLACE_ERROR"
+DEFAULT_LAUNCH = ("--trace=cuda,nvtx,osrt",)
+"""jlprof's traced APIs (``nsys.DEFAULT_TRACE``), as a launch option."""
+_START_ONLY = ("-o", "--output", "-c", "--capture-range", "--capture-range-end", "-s", "--sample")
+
+
+def kernel_argv(argv: Sequence[str]) -> tuple[list[str], str]:
+    """The kernel command and a session key from this launcher's arguments."""
+    args = list(argv)
+    cmd = args[1:] if args[:1] == ["--"] else [sys.executable, "-m", "ipykernel_launcher", *args]
+    key = ""
+    for i, word in enumerate(cmd):
+        conn = word.split("=", 1)[1] if word.startswith("--f=") else None
+        if word == "-f" and i + 1 < len(cmd):
+            conn = cmd[i + 1]
+        if conn:
+            key = Path(conn).stem.removeprefix("kernel-")
+    return cmd, key or uuid.uuid4().hex[:12]
+
+
+def launch_options(text: str) -> list[str]:
+    """The user's launch options (``%dlprof enable -t cuda,nvtx``) or jlprof's trace."""
+    words = shlex.split(text)
+    for word in words:
+        if word.split("=", 1)[0] in _START_ONLY:
+            raise ValueError(
+                f"{word} is an option of nsys start, not nsys launch: give it to %%dlprof "
+                "(or leave it to jlprof)"
+            )
+    if not any(w.split("=", 1)[0] in ("-t", "--trace") for w in words):
+        words = [*DEFAULT_LAUNCH, *words]
+    return words
+
+
+def command(argv: Sequence[str], env: dict[str, str]) -> list[str]:
+    """The argv to exec: ``nsys launch ... KERNEL``, or the plain kernel with ``ERROR_ENV`` set."""
+    from jlprof.nsys import session
+    from jlprof.nsys.command import NVTX_REGISTER_ENV
+    from jlprof.nsys.locate import find_nsys
+
+    cmd, key = kernel_argv(argv)
+    try:
+        info = find_nsys()
+        too_old = session.version_line(info)
+        if too_old:
+            raise RuntimeError(too_old)
+        options = launch_options(env.get(OPTS_ENV, ""))
+    except Exception as exc:  # the kernel must start; %%dlprof says why it cannot capture
+        env[ERROR_ENV] = f"this kernel is not under nsys: {exc}"
+        env.pop(session.SESSION_ENV, None)
+        return cmd
+    name = session.session_name(key)
+    env[session.SESSION_ENV] = name
+    env[session.NSYS_ENV] = str(info.path)
+    env.update(NVTX_REGISTER_ENV)
+    env.pop(ERROR_ENV, None)
+    return session.launch_argv(info.path, name, options, cmd)
+
+
+def main() -> None:
+    env = dict(os.environ)
+    argv = command(sys.argv[1:], env)
+    os.execvpe(argv[0], argv, env)
+
+
+if __name__ == "__main__":
+    main()
