@@ -199,7 +199,7 @@ class DlprofMagics(Magics):
 
     def _kernel(self, opts: opt.RunOptions) -> None:
         if opts.kernel == "status":
-            if inplace.active():
+            if inplace.active() or inplace.can_enable():
                 print(self.inplace.status())
             st = self.session.status()
             if not st["running"]:

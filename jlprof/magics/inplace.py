@@ -28,7 +28,9 @@ from jlprof.sidecar.inplace import ERROR_ENV, OPTS_ENV, launch_options
 
 COMMANDS = ("enable", "disable", "start", "stop")
 PROVISIONER_ENV = "JLPROF_PROVISIONER"
-"""Set by jlprof's kernel provisioner (server extension) in the kernels it starts."""
+"""Set by jlprof's kernel provisioner (server extension) in the kernels it starts; this name,
+:data:`REQUEST_PREFIX` and the launcher's ``OPTS_ENV`` are shared with ``jlprof.server.provisioner``
+(a test checks they agree)."""
 REQUEST_PREFIX = "jlprof-inplace-"
 """``<runtime dir>/jlprof-inplace-<kernel id>.json``: what the provisioner reads at a (re)start."""
 KERNELSPEC = "jlprof-inplace"
@@ -42,6 +44,11 @@ HOW = (
 def active() -> bool:
     """True when this kernel runs under ``nsys launch`` started by jlprof."""
     return bool(os.environ.get(nsys_session.SESSION_ENV))
+
+
+def can_enable() -> bool:
+    """True when jlprof's provisioner started this kernel (``%dlprof enable`` can restart it)."""
+    return bool(os.environ.get(PROVISIONER_ENV))
 
 
 @dataclass
@@ -148,7 +155,10 @@ def _wait_stable(path: Path, timeout_s: float = 30.0) -> None:
 
 
 def _kernel_id() -> str | None:
-    """This kernel's id, from its connection file name (``kernel-<id>.json``)."""
+    """This kernel's id: the provisioner's, else from its connection file (``kernel-<id>``)."""
+    given = os.environ.get(PROVISIONER_ENV, "")
+    if given and given != "1":
+        return given
     with contextlib.suppress(Exception):
         from ipykernel import get_connection_file
 
@@ -165,7 +175,7 @@ def request_path(kernel_id: str) -> Path:
 def restart_with(enabled: bool, nsys_opts: str, say: run.Say) -> None:
     """``%dlprof enable|disable``: ask jlprof's provisioner to (re)start this kernel under nsys
     (or without it) and end this process; the server restarts the kernel at once."""
-    if not os.environ.get(PROVISIONER_ENV):
+    if not can_enable():
         if enabled and active():
             say("in place: already on (this kernel was started under nsys)")
             return

@@ -26,7 +26,7 @@ DEFAULT_LAUNCH = ("--trace=cuda,nvtx,osrt",)
 _START_ONLY = ("-o", "--output", "-c", "--capture-range", "--capture-range-end", "-s", "--sample")
 
 
-def kernel_argv(argv: Sequence[str]) -> tuple[list[str], str]:
+def kernel_argv(argv: Sequence[str], env: dict[str, str]) -> tuple[list[str], str]:
     """The kernel command and a session key from this launcher's arguments."""
     args = list(argv)
     cmd = args[1:] if args[:1] == ["--"] else [sys.executable, "-m", "ipykernel_launcher", *args]
@@ -37,6 +37,9 @@ def kernel_argv(argv: Sequence[str]) -> tuple[list[str], str]:
             conn = cmd[i + 1]
         if conn:
             key = Path(conn).stem.removeprefix("kernel-")
+    given = env.get("JLPROF_PROVISIONER", "")  # the server's kernel id (provisioner)
+    if given and given != "1":
+        key = given
     return cmd, key or uuid.uuid4().hex[:12]
 
 
@@ -60,7 +63,7 @@ def command(argv: Sequence[str], env: dict[str, str]) -> list[str]:
     from jlprof.nsys.command import NVTX_REGISTER_ENV
     from jlprof.nsys.locate import find_nsys
 
-    cmd, key = kernel_argv(argv)
+    cmd, key = kernel_argv(argv, env)
     try:
         info = find_nsys()
         too_old = session.version_line(info)
