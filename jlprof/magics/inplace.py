@@ -80,6 +80,16 @@ class InPlace:
         sess = self._session()
         if self.current is not None:
             raise JlprofError("a capture is already open: %dlprof stop ends it first")
+        if opts.delay or opts.duration is not None:
+            raise JlprofError(
+                "--delay/--duration are not available in place (the capture is the whole cell): "
+                "use %dlprof start / %dlprof stop around what to capture"
+            )
+        if opts.nsys_opts_given:
+            raise JlprofError(
+                "in place, nsys options apply when the kernel starts under nsys: give them to "
+                "%dlprof enable (or JLPROF_INPLACE_NSYS_OPTS for the jlprof-inplace kernel)"
+            )
         folder = run._run_folder(opts, None)
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="jlprof-inplace-"))

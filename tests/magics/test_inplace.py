@@ -82,6 +82,16 @@ def test_commands_outside_in_place_say_how(monkeypatch: pytest.MonkeyPatch) -> N
         inplace.InPlace().start(RunOptions(), print)
 
 
+def test_options_that_cannot_apply_in_place_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(nsys_session.SESSION_ENV, "jlprof-x")
+    place = inplace.InPlace()
+    with pytest.raises(Exception, match=r"--delay/--duration are not available in place"):
+        place.start(RunOptions(duration=2.0), print)
+    with pytest.raises(Exception, match=r"give them to %dlprof enable"):
+        place.start(RunOptions(nsys_opts="-t nvtx", nsys_opts_given=True), print)
+    assert place.current is None
+
+
 @pytest.fixture(scope="module")
 def nbval_run(tmp_path_factory, need_nsys):
     """The stored notebook re-run by nbval on the jlprof-inplace kernel, in a temporary folder."""
