@@ -12,9 +12,13 @@ and ``JLPROF_INPLACE_ERROR`` says why (``%%dlprof`` shows it). Standard library 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,9 +86,51 @@ def command(argv: Sequence[str], env: dict[str, str]) -> list[str]:
     return session.launch_argv(info.path, name, options, cmd)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def reap(pid: int, name: str, nsys: str, every_s: float = 1.0) -> None:
+    """Once ``pid`` (``nsys launch``) is gone, end its session's agent.
+
+    nsys 2022.4's agent outlives the launched kernel (seen: still ``Launched`` 10 minutes after
+    the kernel ended), and Jupyter's kill of the kernel's process group never reaches it (it is
+    a daemon). This watcher runs in its own session, so a SIGKILL of the kernel's group spares it.
+    """
+    from jlprof.nsys import session
+
+    while _alive(pid):
+        time.sleep(every_s)
+    sess = session.Session(name, nsys=nsys, quick_timeout_s=10)
+    with contextlib.suppress(Exception):
+        sess.shutdown()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for agent in session.agent_pids(name):
+            with contextlib.suppress(OSError):
+                os.kill(agent, sig)
+        deadline = time.monotonic() + 5
+        while session.agent_pids(name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--reap"]:
+        reap(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+        return
     env = dict(os.environ)
     argv = command(sys.argv[1:], env)
+    name = env.get("JLPROF_NSYS_SESSION")
+    if name and argv[0] != sys.executable:  # under nsys: its agent is ended after the kernel
+        subprocess.Popen(
+            [sys.executable, "-m", "jlprof.sidecar.inplace", "--reap", str(os.getpid()), name,
+             argv[0]],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
     os.execvpe(argv[0], argv, env)
 
 

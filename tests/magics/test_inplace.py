@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,31 @@ def test_inplace_profile_equals_the_sidecars(nbval_run, tmp_path: Path) -> None:
     assert ops(placed) == ops(side.profile) == [("optimizer_step", 5), ("train_step", 5)]
     assert placed.iterations.instances == side.profile.iterations.instances == 5
     assert len(placed.report("kernel")) == len(side.profile.report("kernel"))
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+@pytest.mark.parametrize("now", [False, True], ids=["shutdown_request", "killed"])
+def test_the_nsys_agent_ends_with_the_kernel(need_nsys, monkeypatch, tmp_path, now) -> None:
+    """nsys 2022.4's agent outlives the launched program; the launcher's watcher ends it, also
+    when Jupyter kills the kernel's process group."""
+    from jupyter_client.manager import KernelManager
+
+    monkeypatch.setenv("JUPYTER_PATH", str(ROOT / "jupyter-config"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    km = KernelManager(kernel_name="jlprof-inplace")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        key = Path(km.connection_file).stem.removeprefix("kernel-")
+        name = nsys_session.session_name(key)
+        assert nsys_session.agent_pids(name), "the kernel runs under nsys launch"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=now)
+    deadline = time.monotonic() + 30
+    while nsys_session.agent_pids(name) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert nsys_session.agent_pids(name) == []
