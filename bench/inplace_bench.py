@@ -61,7 +61,10 @@ def run(kernel: str, steps: int, repeat: int, tmp: str) -> dict[str, list[float]
             text = _text(cell)
             if "after the cell:" in text:
                 line = text.split("after the cell:")[1].splitlines()[0]
-                out["after"].append(sum(float(x) for x in re.findall(r"([\d.]+) s", line)))
+                parts = re.findall(r"([a-zA-Z][a-zA-Z ]*?) ([\d.]+) s", line)
+                out["after"].append(sum(float(v) for _, v in parts))
+                for name, v in parts:
+                    out.setdefault(name.strip(), []).append(float(v))
                 out["cell"].append(wall)
             if "LOOPS" in text:
                 r, p = text.split("LOOPS")[1].split()[:2]
@@ -94,6 +97,11 @@ def main() -> None:
             f"| {kernel} | {med['after']:.2f} s | {med['cell']:.2f} s | "
             f"{med['ranges'] * 1e3:.0f} ms | {med['plain'] * 1e3:.0f} ms | n={len(vals['after'])}, "
             f"failed starts {len(vals.get('failed', []))} |"
+        )
+        steps = [k for k in vals if k not in ("after", "cell", "ranges", "plain", "failed")]
+        print(
+            f"  {kernel} steps: "
+            + ", ".join(f"{k} {statistics.median(vals[k]):.2f} s" for k in steps)
         )
 
 
