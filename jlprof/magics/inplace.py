@@ -23,6 +23,7 @@ from jlprof.errors import JlprofError
 from jlprof.magics import run
 from jlprof.magics.options import RunOptions
 from jlprof.nsys import session as nsys_session
+from jlprof.nsys.locate import NsysFailed
 from jlprof.sidecar.capture import Capture
 from jlprof.sidecar.inplace import ERROR_ENV, OPTS_ENV, launch_options
 
@@ -116,7 +117,19 @@ class InPlace:
         with contextlib.suppress(RuntimeError):
             cur.capture.end()
         step(run.STEPS[1])
-        raw = sess.stop(cur.output)
+        try:
+            raw = sess.stop(cur.output)
+        except NsysFailed as exc:  # a timeout has run the recovery ladder; the run says so
+            if isinstance(exc, nsys_session.SessionTimeout) and sess.log and not self._kept(sess):
+                self.session = None
+                os.environ[ERROR_ENV] = (
+                    "the nsys session was ended after a stuck nsys stop: restart this kernel "
+                    "(or %dlprof enable) to profile in place again"
+                )
+            result.status, result.error = "analysis_failed", str(exc)  # jlprof-run/1 statuses
+            step.done("capture failed")
+            run._write_manifest(result, cur.opts)
+            return result
         if raw is None or not raw.exists():
             result.status = "capture_empty"
             result.error = f"nsys stop wrote no report (expected {cur.output}.qdstrm)"
@@ -125,6 +138,14 @@ class InPlace:
             return result
         _wait_stable(raw)
         return run.analyse_capture(raw, result, cur.opts, step)
+
+    @staticmethod
+    def _kept(sess: nsys_session.Session) -> bool:
+        """Whether the session survived its recovery (``nsys cancel`` brought it back)."""
+        try:
+            return sess.state() == "Launched"
+        except NsysFailed:
+            return False
 
     def run_cell(
         self, opts: RunOptions, code: str, run_cell: Callable[[str], Any], say: run.Say

@@ -176,3 +176,27 @@ def test_the_nsys_agent_ends_with_the_kernel(need_nsys, monkeypatch, tmp_path, n
     while nsys_session.agent_pids(name) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert nsys_session.agent_pids(name) == []
+
+
+def test_a_stuck_nsys_stop_gives_a_failed_run_and_a_clear_next_step(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """nsys stop hangs (a stand-in): the run folder records analysis_failed with what recovery
+    did, and the next %%dlprof says how to profile again instead of hanging."""
+    from tests.test_nsys_session import _fake_nsys
+
+    fake = _fake_nsys(tmp_path)
+    monkeypatch.setenv(nsys_session.SESSION_ENV, "jlprof-k")
+    monkeypatch.setenv(nsys_session.NSYS_ENV, str(fake))
+    monkeypatch.delenv(launcher.ERROR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    place = inplace.InPlace()
+    assert place.session is not None
+    place.session.timeout_s = 1.0
+    result = place.run_cell(RunOptions(verbosity="quiet"), "x = 1", lambda code: None, print)
+    assert result.status == "analysis_failed"
+    assert "nsys stop did not return within 1 s" in str(result.error)
+    assert runs.read_manifest(result.folder)["status"] == "analysis_failed"
+    with pytest.raises(Exception, match=r"ended after a stuck nsys stop: restart this kernel"):
+        place.start(RunOptions(), print)
+    monkeypatch.delenv(launcher.ERROR_ENV)
