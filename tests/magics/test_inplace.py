@@ -200,3 +200,49 @@ def test_a_stuck_nsys_stop_gives_a_failed_run_and_a_clear_next_step(
     with pytest.raises(Exception, match=r"ended after a stuck nsys stop: restart this kernel"):
         place.start(RunOptions(), print)
     monkeypatch.delenv(launcher.ERROR_ENV)
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_interrupting_an_inplace_cell_analyses_what_ran_and_keeps_the_kernel(
+    need_nsys, monkeypatch, tmp_path
+) -> None:
+    """The interrupt reaches the cell (a message, not SIGINT to nsys's process group); the
+    capture is stopped and analysed; the kernel, its variables and its nsys session remain."""
+    import threading
+
+    from jupyter_client.manager import KernelManager
+
+    monkeypatch.setenv("JUPYTER_PATH", str(ROOT / "jupyter-config"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    km = KernelManager(kernel_name="jlprof-inplace")
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    out: list[str] = []
+
+    def keep(msg):
+        if msg["header"]["msg_type"] == "stream":
+            out.append(msg["content"]["text"])
+
+    try:
+        kc.wait_for_ready(timeout=120)
+        kc.execute_interactive("%load_ext jlprof\n" + SETUP + "\nkept = 42", timeout=60)
+        timer = threading.Timer(5.0, km.interrupt_kernel)
+        timer.start()
+        kc.execute_interactive(
+            "%%dlprof --key_node=optimizer_step\nwhile True:\n    step()",
+            output_hook=keep,
+            timeout=120,
+        )
+        timer.join()
+        assert "jlprof: profile ok" in "".join(out), "".join(out)
+        out.clear()
+        kc.execute_interactive("print(kept)\n%dlprof kernel status", output_hook=keep, timeout=60)
+        text = "".join(out)
+        assert "42" in text and "state Launched" in text, text
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    [folder] = runs.list_runs(tmp_path)
+    assert runs.read_manifest(folder)["iterations"] > 1
