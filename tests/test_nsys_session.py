@@ -64,6 +64,9 @@ def test_stop_that_hangs_is_bounded_and_ends_the_agent(tmp_path: Path) -> None:
         ]
     )
     try:
+        deadline = time.monotonic() + 10
+        while ns.agent_pids("jlprof-k") != [agent.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert ns.agent_pids("jlprof-k") == [agent.pid]
         sess = ns.Session("jlprof-k", nsys=str(fake), timeout_s=1.0)
         t0 = time.monotonic()

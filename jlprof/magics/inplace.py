@@ -69,10 +69,11 @@ class InPlace:
         self.current: _Open | None = None
         self._tmp: Path | None = None
         self.count = 0
+        self.broken: str | None = None  # why captures can no longer work in this kernel
 
     def _session(self) -> nsys_session.Session:
         if self.session is None:
-            why = os.environ.get(ERROR_ENV)
+            why = self.broken or os.environ.get(ERROR_ENV)
             raise JlprofError(why or f"this kernel does not run under nsys: {HOW}")
         return self.session
 
@@ -122,7 +123,7 @@ class InPlace:
         except NsysFailed as exc:  # a timeout has run the recovery ladder; the run says so
             if isinstance(exc, nsys_session.SessionTimeout) and sess.log and not self._kept(sess):
                 self.session = None
-                os.environ[ERROR_ENV] = (
+                self.broken = (
                     "the nsys session was ended after a stuck nsys stop: restart this kernel "
                     "(or %dlprof enable) to profile in place again"
                 )
@@ -164,7 +165,7 @@ class InPlace:
 
     def status(self) -> str:
         if self.session is None:
-            return os.environ.get(ERROR_ENV) or f"in place: off ({HOW})"
+            return self.broken or os.environ.get(ERROR_ENV) or f"in place: off ({HOW})"
         try:
             state = self.session.state()
         except JlprofError as exc:
