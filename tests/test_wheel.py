@@ -92,6 +92,18 @@ def test_the_wheel_holds_the_prebuilt_labextension(installed) -> None:
     assert (bindir.parent / "etc/jupyter/jupyter_server_config.d/jlprof.json").exists()
 
 
+def test_the_wheel_installs_the_inplace_kernelspec(installed) -> None:
+    """``jlprof-inplace`` (the notebook's kernel under nsys launch) is listed by Jupyter."""
+    bindir, env, home = installed
+    listed = run(bindir, env, home, "jupyter", "kernelspec", "list")
+    assert re.search(r"jlprof-inplace\s+\S+/share/jupyter/kernels/jlprof-inplace", listed), listed
+    spec = json.loads(
+        (bindir.parent / "share/jupyter/kernels/jlprof-inplace/kernel.json").read_text()
+    )
+    assert spec["display_name"] == "Python 3 (jlprof, in place)"
+    assert spec["argv"][1:3] == ["-m", "jlprof.sidecar.inplace"]
+
+
 def test_jupyterlab_lists_both_extensions_enabled_and_ok(installed) -> None:
     bindir, env, home = installed
     labext = run(bindir, env, home, "jupyter", "labextension", "list")

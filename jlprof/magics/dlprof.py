@@ -19,8 +19,8 @@ from IPython.display import clear_output, display, publish_display_data
 
 from jlprof.distributed import several
 from jlprof.errors import JlprofError
+from jlprof.magics import inplace, run
 from jlprof.magics import options as opt
-from jlprof.magics import run
 from jlprof.magics.diff import run_diff
 from jlprof.magics.ranks import reanalyse_ranks
 from jlprof.options import MAGIC, magic_arguments_from_table, notes, parse_words
@@ -126,6 +126,7 @@ class DlprofMagics(Magics):
         super().__init__(shell)
         self.session = run.Session()
         self.last_result: run.RunResult | None = None
+        self.inplace = inplace.InPlace()
 
     @magic_arguments()
     @argument(
@@ -155,7 +156,16 @@ class DlprofMagics(Magics):
         %dlprof --database=FILE     re-analyse an existing profile
         %dlprof --diff BASE NEW     compare two profiles (diff view, verdict; docs/diff.md)
         %dlprof kernel status|restart|shutdown
+        %dlprof enable [nsys launch options] | disable    in-place mode (docs/notebook.md)
+        %dlprof start [options] ... %dlprof stop          capture in place across cells
         """
+        command = inplace.split_command(line) if cell is None else None
+        if command is not None:
+            try:
+                self._inplace(*command)
+            except JlprofError as exc:
+                print(f"jlprof: {exc}", file=sys.stderr)
+            return
         try:
             ns = parse_line(self.dlprof, line)
         except UsageError as exc:
@@ -197,6 +207,11 @@ class DlprofMagics(Magics):
         elif opts.database is not None:
             result = run.reanalyse(opts)
             self._show(result, opts)
+        elif inplace.active() and opts.setup:
+            self.shell.run_cell(cell or "")  # this kernel is the profiled one: nothing to capture
+        elif inplace.active():
+            result = self.inplace.run_cell(opts, cell or "", self.shell.run_cell, self._say)
+            self._show(result, opts)
         elif opts.setup:
             res = run.run_setup(
                 self.session, opts, cell or "", forward, self._say, on_input=self._input_source()
@@ -224,8 +239,22 @@ class DlprofMagics(Magics):
 
         return ask
 
+    def _inplace(self, command: str, rest: str) -> None:
+        """``%dlprof enable|disable|start|stop`` (:mod:`jlprof.magics.inplace`)."""
+        if command in ("enable", "disable"):
+            inplace.restart_with(command == "enable", rest, self._say)
+        elif command == "start":
+            opts = opt.from_namespace(parse_line(self.dlprof, rest), cell=True)
+            self.inplace.start(opts, self._say)
+            self._say("capturing in place until %dlprof stop")
+        else:
+            opts = self.inplace.current.opts if self.inplace.current else opt.RunOptions()
+            self._show(self.inplace.stop(self._say), opts)
+
     def _kernel(self, opts: opt.RunOptions) -> None:
         if opts.kernel == "status":
+            if inplace.active() or inplace.can_enable():
+                print(self.inplace.status())
             st = self.session.status()
             if not st["running"]:
                 lost = " (the last one died; its state is lost)" if st.get("state_lost") else ""

@@ -284,6 +284,29 @@ def _run_captured(
         step.done("nothing captured")
         _write_manifest(result, opts)
         return result
+
+    def rerun_under_ncu(result: RunResult) -> None:
+        if opts.ncu is not None:
+            try:
+                ncu_rerun(result, opts, session.setup_cells, code, say, session.cwd)
+            except JlprofError as exc:
+                result.warnings.append(f"--ncu: {exc}")
+
+    return analyse_capture(raw, result, opts, step, then=rerun_under_ncu)
+
+
+def analyse_capture(
+    raw: Path,
+    result: RunResult,
+    opts: RunOptions,
+    step: _Steps,
+    then: Callable[[RunResult], None] | None = None,
+) -> RunResult:
+    """The raw report of a capture into the run folder, imported, analysed, reported: the same
+    for a sidecar capture and an in-place one (:mod:`jlprof.magics.inplace`); ``then`` runs on
+    an analysed result before its manifest is written (the sidecar's ``--ncu`` re-run)."""
+    folder = result.folder
+    assert folder is not None
     target = folder / f"{opts.nsys_base_name}{raw.suffix}"
     with outputs.written(target) as tmp:  # moved: the sidecar's temp folder must not fill up
         shutil.move(raw, tmp)
@@ -325,11 +348,8 @@ def _run_captured(
             raise
         return result
     step.done(f"{result.profile.iterations.count} iterations analysed")
-    if opts.ncu is not None:
-        try:
-            ncu_rerun(result, opts, session.setup_cells, code, say, session.cwd)
-        except JlprofError as exc:
-            result.warnings.append(f"--ncu: {exc}")
+    if then is not None:
+        then(result)
     _write_manifest(result, opts)
     return result
 

@@ -15,7 +15,8 @@ are never deleted or overwritten unless ``force`` is given.
 One module per job: :mod:`~jlprof.nsys.locate` (find nsys, its version and importer),
 :mod:`~jlprof.nsys.command` (``nsys profile`` command lines), :mod:`~jlprof.nsys.run` (run them),
 :mod:`~jlprof.nsys.qdstrm` (import a .qdstrm), :mod:`~jlprof.nsys.export` (SQLite export),
-:mod:`~jlprof.nsys.stats` (``nsys stats``); :mod:`~jlprof.nsys.tool` and
+:mod:`~jlprof.nsys.stats` (``nsys stats``), :mod:`~jlprof.nsys.session` (``nsys launch``,
+``start``, ``stop``: in-place mode); :mod:`~jlprof.nsys.tool` and
 :mod:`~jlprof.nsys.files` hold what they share.
 """
 
@@ -39,6 +40,8 @@ from jlprof.nsys.locate import (
 )
 from jlprof.nsys.qdstrm import import_qdstrm
 from jlprof.nsys.run import ProfileResult, _generated_paths, _stop_nsys, run_profile
+from jlprof.nsys.session import Session as NsysSession
+from jlprof.nsys.session import SessionTimeout
 from jlprof.nsys.stats import STATS_RENAMES, run_stats, stats_header, stats_reports
 from jlprof.nsys.tool import IMPORTER_NOTE
 
@@ -52,9 +55,11 @@ __all__ = [
     "NsysFailed",
     "NsysInfo",
     "NsysNotFound",
+    "NsysSession",
     "ProfileCommand",
     "ProfileResult",
     "Progress",
+    "SessionTimeout",
     "_generated_paths",
     "_last_lines",
     "_parse_options",

@@ -18,4 +18,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     root = os.path.expanduser(serverapp.root_dir)
     setup_handlers(serverapp.web_app, root)
+    from jlprof.server.provisioner import install
+
+    install(serverapp.log)  # %dlprof enable|disable restart a kernel under nsys (in place)
     serverapp.log.info("jlprof server extension: profiles API at /jlprof/profiles, root %s", root)

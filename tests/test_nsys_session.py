@@ -1,0 +1,175 @@
+"""nsys sessions (in-place mode): launch once, start/stop captures, timeouts and recovery."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from jlprof import nsys
+from jlprof.nsys import session as ns
+
+HANG = textwrap.dedent(
+    """\
+    #!/bin/sh
+    # a stand-in nsys: 'stop' hangs as the real one once did; the rest log and return
+    echo "$@" >> "$(dirname "$0")/calls.log"
+    case "$1" in
+      stop) exec sleep 60 ;;
+      sessions) echo "ID TIME STATE LAUNCH NAME"; echo "1 00:01 Collection 1 jlprof-k" ;;
+    esac
+    exit 0
+    """
+)
+
+
+def _fake_nsys(tmp_path: Path) -> Path:
+    path = tmp_path / "nsys"
+    path.write_text(HANG)
+    path.chmod(0o755)
+    return path
+
+
+def test_session_name_is_valid_for_nsys() -> None:
+    name = ns.session_name("3f2a-b c/9")
+    assert name == "jlprof-3f2a-b-c-9"
+    assert ns.launch_argv("nsys", name, ["--trace=nvtx"], ["python", "x.py"]) == [
+        "nsys",
+        "launch",
+        "--session-new=jlprof-3f2a-b-c-9",
+        "--trace=nvtx",
+        "python",
+        "x.py",
+    ]
+    with pytest.raises(ValueError):
+        ns.launch_argv("nsys", "9bad name", [], ["python"])
+
+
+def test_stop_that_hangs_is_bounded_and_ends_the_agent(tmp_path: Path) -> None:
+    """A stop past its timeout: cancel, shutdown, then the agent (found by its argv) is killed."""
+    fake = _fake_nsys(tmp_path)
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            "--start-agent",
+            "--session-name=jlprof-k",
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while ns.agent_pids("jlprof-k") != [agent.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ns.agent_pids("jlprof-k") == [agent.pid]
+        sess = ns.Session("jlprof-k", nsys=str(fake), timeout_s=1.0)
+        t0 = time.monotonic()
+        with pytest.raises(ns.SessionTimeout) as err:
+            sess.stop()
+        assert time.monotonic() - t0 < 10
+        msg = str(err.value)
+        assert "nsys stop did not return within 1 s" in msg
+        assert f"agent pid {agent.pid} sent SIGTERM" in msg
+        assert "run %dlprof enable" in msg
+        assert agent.wait(5) != 0  # ended by the signal
+        calls = (tmp_path / "calls.log").read_text().splitlines()
+        assert [c.split()[0] for c in calls] == ["stop", "cancel", "sessions", "shutdown"]
+        assert "--kill=none" in calls[-1]
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+
+
+def test_missing_session_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ns.SESSION_ENV, raising=False)
+    assert ns.Session.from_env() is None
+    monkeypatch.setenv(ns.SESSION_ENV, "jlprof-x")
+    monkeypatch.setenv(ns.NSYS_ENV, "/opt/nsys")
+    assert ns.Session.from_env() == ns.Session("jlprof-x", nsys="/opt/nsys")
+
+
+def test_old_nsys_gets_one_line_naming_the_version() -> None:
+    old = nsys.NsysInfo(Path("/x/nsys"), (2019, 5), "2019.5.1")
+    line = ns.version_line(old)
+    assert (
+        line is not None and "needs nsys 2020.1 or later" in line and "this is nsys 2019.5" in line
+    )
+    assert "\n" not in line
+    assert ns.version_line(nsys.NsysInfo(Path("/x/nsys"), (2022, 4, 2, 1), "")) is None
+
+
+LOOP = textwrap.dedent(
+    """\
+    import sys, time, nvtx
+    print("ready", flush=True)
+    n = 0
+    for line in sys.stdin:
+        for _ in range(int(line)):
+            with nvtx.annotate("step", domain="user"):
+                sum(range(1000))
+        n += 1
+        print("did", n, flush=True)
+    """
+)
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_real_nsys_three_captures_from_one_launched_process(tmp_path: Path) -> None:
+    """One process under ``nsys launch``; three start/stop rounds give three reports, each
+    holding exactly the NVTX ranges run between its start and stop."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys is not on PATH")
+    info = nsys.find_nsys()
+    name = ns.session_name(f"test-{time.time_ns()}")
+    (tmp_path / "loop.py").write_text(LOOP)
+    argv = ns.launch_argv(
+        info.path, name, ["--trace=nvtx", "--show-output=true"], [sys.executable, "loop.py"]
+    )
+    proc = subprocess.Popen(
+        argv,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    sess = ns.Session(name, nsys=str(info.path), timeout_s=60)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert "ready" in proc.stdout.readline()
+        assert sess.state() == "Launched"
+        counts = [3, 5, 7]
+        for k, n in enumerate(counts):
+            out = tmp_path / f"cap{k}"
+            sess.start(out)
+            proc.stdin.write(f"{n}\n")
+            proc.stdin.flush()
+            while "did" not in proc.stdout.readline():
+                pass
+            raw = sess.stop(out)
+            assert raw is not None and raw.exists(), raw
+            db = nsys.ensure_sqlite(raw)
+            with sqlite3.connect(db) as con:
+                (got,) = con.execute(
+                    "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON e.textId = s.id "
+                    "WHERE s.value = 'step'"
+                ).fetchone()
+            assert got == n
+        assert sess.state() == "Launched"
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            sess.recover()
+            proc.kill()
+    assert ns.agent_pids(name) == [] or sess.state() in (None, "Shutdown")
