@@ -17,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jlprof.errors import JlprofError, OptionError
+from jlprof.commands import guarded
+from jlprof.errors import OptionError
 from jlprof.options import CLI, DIFF, OPTIONS, VERBOSITY
 from jlprof.outputs import written
 
@@ -127,20 +128,7 @@ def run(argv: list[str]) -> int:
         if VERBOSITY.index(a.verbosity) >= VERBOSITY.index(at):
             print(f"[jlprof diff {time.perf_counter() - t0:6.2f}s] {msg}", file=sys.stderr)
 
-    try:
-        return _run(a, say)
-    except JlprofError as exc:
-        if a.verbosity == "diagnostic":
-            raise
-        print(f"jlprof diff: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"jlprof diff: error: {exc.filename or 'a file'}: {exc.strerror or exc}; check "
-              "the path and its permissions.", file=sys.stderr)  # fmt: skip
-        return 2
-    except KeyboardInterrupt:
-        print("jlprof diff: interrupted", file=sys.stderr)
-        return 130
+    return guarded("jlprof diff", lambda: _run(a, say), reraise=a.verbosity == "diagnostic")
 
 
 def _run(a: argparse.Namespace, say: Callable[..., None]) -> int:

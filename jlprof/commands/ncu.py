@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jlprof.commands import guarded
 from jlprof.errors import JlprofError, OptionError
 
 _TOP = re.compile(r"top(\d+)")
@@ -68,17 +69,7 @@ def run(argv: list[str]) -> int:
         a = p.parse_args(_options_first(p, argv))
     else:
         a = p.parse_args(argv)
-    try:
-        if a.kernels is not None:
-            return _capture(a)
-        return _list(a)
-    except JlprofError as exc:
-        print(f"jlprof ncu: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"jlprof ncu: error: {exc.filename or 'a file'}: {exc.strerror or exc}; check "
-              "the path and its permissions.", file=sys.stderr)  # fmt: skip
-        return 2
+    return guarded("jlprof ncu", lambda: _capture(a) if a.kernels is not None else _list(a))
 
 
 def run_diff(argv: list[str]) -> int:
@@ -92,31 +83,31 @@ def run_diff(argv: list[str]) -> int:
     p.add_argument("--output_file", default=None, metavar="FILE")
     p.add_argument("--via", choices=("ncu_report", "ncu"), default=None)
     a = p.parse_args(argv)
-    try:
-        from jlprof.engine.ncu import compare
+    return guarded("jlprof diff", lambda: _diff(a))
 
-        df = compare(launches_frame(a.base, a.via), launches_frame(a.new, a.via))
-        shown = df.assign(kernel=[_short(k) for k in df["kernel"]])
-        if a.format == "csv":
-            text = df.to_csv(index=False)
-        elif a.format == "json":
-            text = df.to_json(orient="records", indent=2) + "\n"
-        elif a.format == "markdown":
-            text = _markdown(shown) + "\n"
-        else:
-            text = shown.T.to_string(header=False) + "\n"
-        if a.output_file:
-            from jlprof.outputs import prepare_folder, written
 
-            prepare_folder(Path(a.output_file).parent, "--output_file")
-            with written(a.output_file, "--output_file") as tmp:
-                tmp.write_text(text, encoding="utf-8")
-        else:
-            sys.stdout.write(text)
-        return 0
-    except JlprofError as exc:
-        print(f"jlprof diff: error: {exc}", file=sys.stderr)
-        return 2
+def _diff(a: argparse.Namespace) -> int:
+    from jlprof.engine.ncu import compare
+
+    df = compare(launches_frame(a.base, a.via), launches_frame(a.new, a.via))
+    shown = df.assign(kernel=[_short(k) for k in df["kernel"]])
+    if a.format == "csv":
+        text = df.to_csv(index=False)
+    elif a.format == "json":
+        text = df.to_json(orient="records", indent=2) + "\n"
+    elif a.format == "markdown":
+        text = _markdown(shown) + "\n"
+    else:
+        text = shown.T.to_string(header=False) + "\n"
+    if a.output_file:
+        from jlprof.outputs import prepare_folder, written
+
+        prepare_folder(Path(a.output_file).parent, "--output_file")
+        with written(a.output_file, "--output_file") as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _markdown(df: Any) -> str:

@@ -15,8 +15,9 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from jlprof.commands import guarded
 from jlprof.engine.prof import COLUMNS, DEFAULT_COLUMNS
-from jlprof.errors import JlprofError, OptionError
+from jlprof.errors import OptionError
 
 # PyProf's output.py: option -> (header, is an int, minimum width when columnated)
 TABLE: dict[str, tuple[str, bool, int]] = {
@@ -115,14 +116,18 @@ def lines(df: Any, cols: list[str], csv: bool = False, width: int = 0) -> Iterab
 
 def run(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    try:
-        from jlprof.engine.prof import prof_table
-        from jlprof.profile import load
-        from jlprof.runs import run_database
+    return guarded("jlprof prof", lambda: _print(a))
 
-        formatter(a.columns, a.csv, a.width)  # a width too small fails before the read
-        p = load(run_database(a.db))
-        out = sys.stdout
+
+def _print(a: argparse.Namespace) -> int:
+    from jlprof.engine.prof import prof_table
+    from jlprof.profile import load
+    from jlprof.runs import run_database
+
+    formatter(a.columns, a.csv, a.width)  # a width too small fails before the read
+    p = load(run_database(a.db))
+    out = sys.stdout
+    try:
         for line in lines(prof_table(p.correlated), a.columns, a.csv, a.width):
             out.write(line + "\n")
         out.flush()
@@ -130,15 +135,4 @@ def run(argv: list[str]) -> int:
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except JlprofError as exc:
-        print(f"jlprof prof: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"jlprof prof: error: {exc.filename or 'a file'}: {exc.strerror or exc}; check "
-              "the path and its permissions.", file=sys.stderr)  # fmt: skip
-        return 2
-    except KeyboardInterrupt:
-        print("jlprof prof: interrupted", file=sys.stderr)
-        return 130
     return 0
