@@ -629,7 +629,9 @@ def summary_report(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
 def all_ops(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     ops = op_frame(p, lo, hi)
     using = ops["tc_gpu_sum"] > 0
-    elig_not = ops["tc_eligible"] & ~using
+    # judged where the kernels are attributed: an eligible op that ran no GPU work of its own
+    # (aten::addmm inside aten::linear, whose kernels are the linear's) is not "not using"
+    elig_not = ops["tc_eligible"] & ~using & (ops["gpu_sum"] > 0)
     rows = {
         "All Op": np.ones(len(ops), bool),
         "Ops Using TC": using.to_numpy(),
