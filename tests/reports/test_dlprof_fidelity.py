@@ -3,6 +3,7 @@ against the raw export (SQL) or the guide's definition worked by hand here."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 
@@ -213,3 +214,76 @@ def test_eligible_not_using_counts_only_ops_that_ran_gpu_work() -> None:
     assert int(got["# Ops"]) == len(by_hand) == 0
     assert int(got["GPU Time (ns)"]) == 0
     assert int(got["CPU Time (ns)"]) == 0
+
+
+# ---- item 3: Bad Iteration Range, robust --------------------------------------------------
+def _bad_range(p: Profile) -> list[dict]:
+    e = p.report("expert_systems")
+    return [
+        {"problem": r.Problem, "evidence": json.loads(r.Evidence), "rec": r.Recommendation}
+        for r in e[e["Detector"] == "Bad Iteration Range Detector"].itertuples()
+    ]
+
+
+def _robust(d: np.ndarray) -> tuple[float, float]:
+    """(median, median + 3 scaled MADs) worked by hand (docs/analyses.md)."""
+    med = float(np.median(d))
+    return med, med + 3 * 1.4826 * float(np.median(np.abs(d - med)))
+
+
+def test_bad_iteration_range_is_quiet_on_a_steady_run() -> None:
+    """mmagic keyed on ``Tensor.__mul__ (multiscale_arch.py:105)``: five complete iterations
+    within 7 % of their median (CV 3 %), no material outlier: no finding (main: "a lot of
+    variation" and a recommended range 1..5 holding the two iterations it flagged)."""
+    key = "Tensor.__mul__ (multiscale_arch.py:105)"
+    ends = [
+        e
+        for (e,) in sql(
+            MMAGIC,
+            "select m.end from NVTX_EVENTS m join NVTX_EVENTS t on t.rowid = m.rowid - 1 "
+            "where m.text like '%''op'': ''__mul__''%' "
+            "and t.text like '%multiscale_arch.py:105''%' order by m.start",
+        )
+    ]
+    assert len(ends) == 6
+    d = np.diff(np.array(ends, dtype=np.int64)).astype(float)
+    med, thr = _robust(d)
+    assert (d.max() - med) / med < 0.10 and d.std() / d.mean() < 0.05  # steady by hand
+    assert (d > thr).sum() == 2  # above median + 3 MADs, yet by under 7 %: not material
+    assert 1.4826 * np.median(np.abs(d - med)) / med < 0.15  # robust CV
+    p = jlprof.load(TRACES[MMAGIC], key_node=key)
+    assert p.iterations.durations_ns()[1:-1].tolist() == d.astype(np.int64).tolist()
+    assert _bad_range(p) == []
+
+
+def test_bad_iteration_range_never_recommends_an_outlier() -> None:
+    """fsdp keyed on ``aten::gelu`` (two ranks; the split after iteration n is the later rank's
+    n-th end, guide ch. 9): the slow iterations are the robust outliers, and the recommended
+    range is the longest run of complete iterations within 10 % of the median without one."""
+    rows = sql(
+        FSDP,
+        f"select n.globalTid, n.end from {NVTX_JOIN} "
+        f"where {NVTX_TEXT} like 'aten::gelu,%' and n.end is not null order by n.start",
+    )
+    per: dict[int, list[int]] = defaultdict(list)
+    for tid, end in rows:
+        per[tid].append(end)
+    assert len(per) == 2 and len({len(v) for v in per.values()}) == 1
+    split = np.max(np.array(list(per.values()), dtype=np.int64), axis=0)
+    d = np.diff(split).astype(float)  # complete iterations 1..n-1
+    med, thr = _robust(d)
+    out = d > thr
+    ok = ~out & (np.abs(d - med) <= 0.10 * med)
+    best, run = (0, -1), 0
+    for i in range(len(d)):
+        run = run + 1 if ok[i] else 0
+        if run > best[1] - best[0] + 1:
+            best = (i - run + 2, i + 1)  # iteration numbers: complete ones start at 1
+    p = jlprof.load(TRACES[FSDP], key_node="aten::gelu")
+    found = _bad_range(p)
+    assert len(found) == 1
+    outliers = (np.flatnonzero(out) + 1).tolist()
+    assert found[0]["evidence"]["outliers"] == outliers
+    assert f"--iter_start={best[0]} --iter_stop={best[1]}" in found[0]["rec"]
+    assert not set(range(best[0], best[1] + 1)) & set(outliers)
+    assert f"{len(outliers)} outlier iteration(s)" in found[0]["problem"]
