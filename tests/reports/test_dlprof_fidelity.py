@@ -3,6 +3,7 @@ against the raw export (SQL) or the guide's definition worked by hand here."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections import defaultdict
@@ -287,3 +288,63 @@ def test_bad_iteration_range_never_recommends_an_outlier() -> None:
     assert f"--iter_start={best[0]} --iter_stop={best[1]}" in found[0]["rec"]
     assert not set(range(best[0], best[1] + 1)) & set(outliers)
     assert f"{len(outliers)} outlier iteration(s)" in found[0]["problem"]
+
+
+# ---- item 5: No Iteration suggests key nodes that partition the GPU work ------------------
+def _launched_work(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(launch time, length) of every GPU row: its runtime call's start (raw SQL)."""
+    rows = [
+        r
+        for t in ("KERNEL", "MEMCPY", "MEMSET")
+        for r in sql(
+            name,
+            f"select coalesce(r.start, g.start), g.end - g.start from CUPTI_ACTIVITY_KIND_{t} g "
+            "left join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = g.correlationId",
+        )
+    ]
+    a = np.array(rows, dtype=np.int64)
+    return a[:, 0], np.maximum(a[:, 1], 1)
+
+
+def test_no_iteration_suggests_a_key_node_that_partitions_the_gpu_work() -> None:
+    """mmagic without a key node: ``torch.__getattr__ (multiscale_arch.py:148)`` (702 pyprof
+    markers, each open until the end: nested in each other, main's first suggestion) splits
+    nothing. The first suggestion is not nested, and its coverage of the GPU work and the
+    spread of that work over its complete iterations are as worked by hand from SQL."""
+    p = prof(MMAGIC)
+    getattr_ranges = sql(
+        MMAGIC,
+        "select start, end from NVTX_EVENTS where text like '%''op'': ''__getattr__''%' "
+        "order by start",
+    )
+    nested = sum(
+        1 for i, (s, _) in enumerate(getattr_ranges) if any(e > s for _, e in getattr_ranges[:i])
+    )
+    assert nested == 701  # all but the first start inside an earlier one
+    sug = p.suggest_key_nodes(3)
+    assert not sug["op_name"].str.contains("__getattr__").any()
+    top = sug.iloc[0]
+    assert top["op_name"] == "Tensor.__add__ (multiscale_arch.py:125)"
+    ends = np.array(
+        [
+            e
+            for (e,) in sql(
+                MMAGIC,
+                "select m.end from NVTX_EVENTS m join NVTX_EVENTS t on t.rowid = m.rowid - 1 "
+                "where m.text like '%''op'': ''__add__''%' "
+                "and t.text like '%multiscale_arch.py:125''%' order by m.end",
+            )
+        ],
+        dtype=np.int64,
+    )
+    assert len(ends) == int(top["calls"]) == 6
+    at, w = _launched_work(MMAGIC)
+    work = np.array([w[(at >= a) & (at < b)].sum() for a, b in itertools.pairwise(ends)])
+    coverage = work.sum() / w.sum()
+    assert top["coverage"] == round(float(coverage), 3)
+    assert top["work_cv"] == round(float(work.std() / work.mean()), 3)
+    d = np.diff(ends)
+    assert top["period_cv"] == round(float(d.std() / d.mean()), 3)
+    es = p.report("expert_systems")
+    rec = es[es["Detector"] == "No Iteration Detector"]["Recommendation"].iloc[0]
+    assert f"--key_node={top['op_name']}" in rec
