@@ -334,9 +334,12 @@ class Analysis:
         )
 
     def suggest_key_nodes(self, limit: int = 5) -> pd.DataFrame:
-        """Ops that look like iteration markers, best first (guide §12.3); ranked once
-        (a sort of the launch times) and cut per ``limit``."""
-        ranked = self.once("suggest_key_nodes", lambda: suggest_key_nodes(self.correlated, 1 << 30))
+        """Ops that look like iteration markers, best first (guide §12.3), by how they
+        partition the instances' GPU time; ranked once per profile, cut per ``limit``."""
+        ranked = self.once(
+            "suggest_key_nodes",
+            lambda: suggest_key_nodes(self.correlated, 1 << 30, self.metrics.gpu_ns),
+        )
         return ranked.head(limit).reset_index(drop=True)
 
     def framework(self) -> str:

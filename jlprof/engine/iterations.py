@@ -86,23 +86,20 @@ SUGGEST_POOL = 64
 SUGGEST_COLUMNS = ["op_name", "op_id", "calls", "period_cv", "coverage", "work_cv", "score"]
 
 
-def _work(c: Correlated) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted times, cumulative weight) of the work iterations divide: the GPU rows at their
-    launch (the call's start, as ``aggregate.launch_iterations``), weighted by their length;
-    without GPU rows the API calls, then the op instances, by their start and length."""
-    g = c.gpu
-    if len(g):
-        api = g["api"].to_numpy()
-        a_start = c.api["start_ns"].to_numpy(np.int64)
-        g_start = g["start_ns"].to_numpy(np.int64)
-        at = np.where(api >= 0, a_start[np.maximum(api, 0)] if len(a_start) else 0, g_start)
-        w = np.maximum(g["end_ns"].to_numpy(np.int64) - g_start, 1)
+def _work(c: Correlated, gpu_ns: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted times, cumulative weight) of the work iterations divide: each op instance's
+    GPU time (``gpu_ns``, ``InstanceMetrics.gpu_ns``: unassociated work included) at its
+    start, as the cube assigns an op's figures to iterations; without GPU time (or without
+    ``gpu_ns``: the key node is being checked, before any metrics) the op calls, one each.
+    Both engines hold the instances and their metrics, so both rank alike."""
+    start = c.inst["start_ns"].to_numpy(np.int64)
+    if gpu_ns is not None and len(gpu_ns) == len(start) and int(np.sum(gpu_ns)) > 0:
+        at, w = start, np.asarray(gpu_ns, np.float64)
     else:
-        src = c.api if len(c.api) else c.inst
-        at = src["start_ns"].to_numpy(np.int64)
-        w = np.maximum(src["end_ns"].to_numpy(np.int64) - at, 1)
+        real = ~c.inst["synthetic"].to_numpy(bool)
+        at, w = start[real], np.ones(int(real.sum()))
     order = np.argsort(at, kind="stable")
-    return at[order], np.concatenate([[0], np.cumsum(w[order], dtype=np.float64)])
+    return at[order], np.concatenate([[0.0], np.cumsum(w[order])])
 
 
 def _self_nested(inst: pd.DataFrame, name: np.ndarray) -> pd.Series:
@@ -120,16 +117,20 @@ def _self_nested(inst: pd.DataFrame, name: np.ndarray) -> pd.Series:
     return (df["start"] < prev).groupby(df["name"]).any()
 
 
-def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
+def suggest_key_nodes(
+    c: Correlated, limit: int = 5, gpu_ns: np.ndarray | None = None
+) -> pd.DataFrame:
     """Rank op names as key nodes by how well they partition the work (docs/reports.md).
 
     A key node splits the run at its instances' ends (:func:`find_iterations`, as
     ``--key_node=<op_name>`` would). A good one is not nested in itself (a range that
     encloses its own later instances splits nothing: excluded), leaves most of the work
-    (GPU time by launch; API or CPU time without GPU rows) inside complete iterations
-    (``coverage``), gives the complete iterations equal work (``work_cv``, the coefficient
-    of variation of their work) and equal lengths (``period_cv``). Score, higher better:
-    coverage / (1 + 2 work_cv + 2 period_cv) x min(complete iterations, 3) / 3.
+    (``gpu_ns``: each op instance's GPU time at its start; the op calls without it) inside
+    complete iterations (``coverage``), gives the complete iterations equal work
+    (``work_cv``, the coefficient of variation of their work) and equal lengths
+    (``period_cv``). Score, higher better: coverage / (1 + 2 work_cv + 2 period_cv)
+    x min(complete iterations, 3) / 3 x (1 - 0.2 x the share of its instances inside
+    another range), so of equal partitions the outermost range (the step) comes first.
     """
     keep = ~c.inst["synthetic"].to_numpy(bool)
     inst = c.inst.loc[keep]
@@ -143,9 +144,11 @@ def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
             "name": name,
             "pid": inst["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK,
             "start": inst["start_ns"].to_numpy(np.int64),
+            "inside": inst["parent"].to_numpy() >= 0,
         }
     ).sort_values(["name", "pid", "start"], kind="stable")
     calls = df.groupby("name", sort=False).size()
+    inside = df.groupby("name", sort=False)["inside"].mean()
     per_pid = df.groupby(["name", "pid"], sort=False).size().groupby(level=0)
     # boundaries find_iterations makes: per process when every process has as many
     data_parallel = (per_pid.size() > 1) & (per_pid.nunique() == 1)
@@ -161,7 +164,7 @@ def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
     gcv = (g.std(ddof=0) / g.mean()).reindex(pool.index).fillna(0.0)
     pre = np.log1p(bounds.reindex(pool.index)) / (1.0 + 4.0 * gcv)
     pool = pool.loc[pre.sort_values(ascending=False, kind="stable").index[:SUGGEST_POOL]]
-    t, cum = _work(c)
+    t, cum = _work(c, gpu_ns)
     total = float(cum[-1]) or 1.0
     op_id = pd.Series(c.ops["op_id"].astype(str).to_numpy(object), index=op_name)
     op_id = op_id[~op_id.index.duplicated()]
@@ -178,6 +181,7 @@ def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
         work_cv = float(work.std() / work.mean()) if work.mean() > 0 else 1.0
         period_cv = float(dur.std() / dur.mean()) if dur.mean() > 0 else 1.0
         score = coverage / (1.0 + 2.0 * work_cv + 2.0 * period_cv) * min(len(dur), 3) / 3
+        score *= 1.0 - 0.2 * float(inside[nm])  # the outermost of equals: the step itself
         rows.append((nm, op_id.get(nm, nm), int(pool[nm]), period_cv, coverage, work_cv, score))
     if not rows:
         return empty

@@ -423,7 +423,9 @@ def iteration_frame(
             "Block Z": i64(g["block_z"]),
             "Data Type": pick("data_type"),
             "Input Shapes": pick("input_shapes"),
-            "Parameters": blank,
+            # as the op's marker records its arguments (engine.params); no marker records
+            # outputs, so Output Shapes stays blank (docs/reports.md)
+            "Parameters": pick("parameters") if "parameters" in ops else blank,
             "Output Shapes": blank,
             "Long Kernel Name": cat("long_name"),
         }

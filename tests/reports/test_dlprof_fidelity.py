@@ -3,6 +3,7 @@ against the raw export (SQL) or the guide's definition worked by hand here."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import sqlite3
@@ -11,6 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 import jlprof
+from jlprof.engine.ops import parse_texts
 from jlprof.profile import Profile
 from tests.fixtures.scenarios import real_traces
 
@@ -291,19 +293,46 @@ def test_bad_iteration_range_never_recommends_an_outlier() -> None:
 
 
 # ---- item 5: No Iteration suggests key nodes that partition the GPU work ------------------
-def _launched_work(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(launch time, length) of every GPU row: its runtime call's start (raw SQL)."""
+def _work_at_op_start(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(time, length) of every GPU row, placed where the cube counts an op's GPU time: at the
+    start of the op range that gets it — its runtime call's innermost NVTX range on the
+    thread, up through an unbroken chain of enclosing pyprof op markers (``'op':`` texts)
+    to the outermost — else at the call's start, else at its own (raw SQL plus numpy)."""
+    ranges = sql(name, "select globalTid, start, end, text from NVTX_EVENTS where end not null")
+    by_tid: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+    for tid, s, e, text in ranges:
+        by_tid[tid].append((s, e, text))
+    arrays = {
+        tid: (np.array([r[0] for r in rs]), np.array([r[1] for r in rs]), [r[2] for r in rs])
+        for tid, rs in by_tid.items()
+    }
     rows = [
         r
         for t in ("KERNEL", "MEMCPY", "MEMSET")
         for r in sql(
             name,
-            f"select coalesce(r.start, g.start), g.end - g.start from CUPTI_ACTIVITY_KIND_{t} g "
-            "left join CUPTI_ACTIVITY_KIND_RUNTIME r on r.correlationId = g.correlationId",
+            "select r.globalTid, r.start, r.end, g.start, g.end - g.start "
+            f"from CUPTI_ACTIVITY_KIND_{t} g left join CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "on r.correlationId = g.correlationId",
         )
     ]
-    a = np.array(rows, dtype=np.int64)
-    return a[:, 0], np.maximum(a[:, 1], 1)
+    at, w = [], []
+    for tid, s, e, g_start, dur in rows:
+        t = g_start if s is None else s
+        if s is not None and tid in arrays:
+            starts, ends, texts = arrays[tid]
+            around = np.flatnonzero((starts <= s) & (ends >= e))
+            if len(around):
+                chain = around[np.argsort(ends[around] - starts[around], kind="stable")]
+                top = chain[0]
+                for i in chain[1:]:
+                    if "'op':" not in texts[top] or "'op':" not in texts[i]:
+                        break
+                    top = i
+                t = int(starts[top])
+        at.append(t)
+        w.append(dur)
+    return np.array(at, dtype=np.int64), np.array(w, dtype=np.int64)
 
 
 def test_no_iteration_suggests_a_key_node_that_partitions_the_gpu_work() -> None:
@@ -324,21 +353,21 @@ def test_no_iteration_suggests_a_key_node_that_partitions_the_gpu_work() -> None
     sug = p.suggest_key_nodes(3)
     assert not sug["op_name"].str.contains("__getattr__").any()
     top = sug.iloc[0]
-    assert top["op_name"] == "Tensor.__add__ (multiscale_arch.py:125)"
+    assert top["op_name"] == "Tensor.__mul__ (multiscale_arch.py:79)"
     ends = np.array(
         [
             e
             for (e,) in sql(
                 MMAGIC,
                 "select m.end from NVTX_EVENTS m join NVTX_EVENTS t on t.rowid = m.rowid - 1 "
-                "where m.text like '%''op'': ''__add__''%' "
-                "and t.text like '%multiscale_arch.py:125''%' order by m.end",
+                "where m.text like '%''op'': ''__mul__''%' "
+                "and t.text like '%multiscale_arch.py:79''%' order by m.end",
             )
         ],
         dtype=np.int64,
     )
     assert len(ends) == int(top["calls"]) == 6
-    at, w = _launched_work(MMAGIC)
+    at, w = _work_at_op_start(MMAGIC)
     work = np.array([w[(at >= a) & (at < b)].sum() for a, b in itertools.pairwise(ends)])
     coverage = work.sum() / w.sum()
     assert top["coverage"] == round(float(coverage), 3)
@@ -348,3 +377,54 @@ def test_no_iteration_suggests_a_key_node_that_partitions_the_gpu_work() -> None
     es = p.report("expert_systems")
     rec = es[es["Detector"] == "No Iteration Detector"]["Recommendation"].iloc[0]
     assert f"--key_node={top['op_name']}" in rec
+
+
+# ---- item 4: Parameters from what the markers record ------------------------------------
+def test_iteration_report_parameters_are_the_markers_arguments() -> None:
+    """mmagic's pyprof markers record every argument of ``conv2d`` (three tensors, then
+    stride, padding, dilation, groups): the iteration report's Parameters of its kernels is
+    that list, tensors as dtype[shape] (main: blank). Nothing records outputs."""
+    p = prof(MMAGIC)
+    (text,) = sql(
+        MMAGIC,
+        "select m.text from NVTX_EVENTS m join NVTX_EVENTS t on t.rowid = m.rowid - 1 "
+        "where m.text like '%''op'': ''conv2d''%' "
+        "and t.text like '%multiscale_arch.py:74''%' order by m.start limit 1",
+    )[0]
+    args = ast.literal_eval(text)["args"]
+    by_hand = ", ".join(
+        f"{a['dtype']}[{','.join(map(str, a['shape']))}]"
+        if a["type"] == "tensor"
+        else str(a["value"])
+        for a in args
+    )
+    assert (
+        by_hand
+        == "float32[1,128,16,16], float32[144,128,7,7], float32[144], (1, 1), (3, 3), (1, 1), 1"
+    )
+    it = p.report("iteration")
+    rows = it[it["Op Name"] == "torch.nn.functional.conv2d (multiscale_arch.py:74)"]
+    assert len(rows) and set(rows["Parameters"].astype(str)) == {by_hand}
+    assert (it["Parameters"].astype(str) != "").all()  # every row of mmagic has a marker op
+    assert (it["Output Shapes"].astype(str) == "").all()
+
+
+def test_parameters_of_every_marker_format() -> None:
+    """emit_nvtx ``sizes`` and jlprof.torch input shapes record each argument's shape only;
+    keyword arguments of a pyprof marker keep their name; plain ranges record nothing."""
+    texts = [
+        "aten::addmm, seq = 12, sizes = [[64], [8, 128], [128, 64], [], []]",
+        "/Net/conv1/convolution [aten::convolution|fprop|float32|[[8,3,16,16],[4,3,3,3],[4]]]",
+        "{'mod': 'torch', 'op': 'cat', 'args': [{'name': '', 'type': 'tensor', "
+        "'shape': (2, 3), 'dtype': 'float16'}, {'name': 'dim', 'type': 'int', 'value': 1}]}",
+        "aten::mul, seq = 45, op_id = 9",
+        "train_step",
+    ]
+    got = parse_texts(texts)["parameters"].tolist()
+    assert got == [
+        "[64], [8,128], [128,64], [], []",
+        "[8,3,16,16], [4,3,3,3], [4]",
+        "float16[2,3], dim=1",
+        "",
+        "",
+    ]
