@@ -154,7 +154,7 @@ def suggest_key_nodes(
     data_parallel = (per_pid.size() > 1) & (per_pid.nunique() == 1)
     bounds = calls.where(~data_parallel, per_pid.max())
     nested = _self_nested(inst, name).reindex(calls.index).fillna(False).to_numpy(bool)
-    pool = calls[(bounds >= 3).to_numpy() & ~nested]  # two complete iterations at least
+    pool = calls[(bounds >= 2).to_numpy() & ~nested]  # a complete iteration at least
     if pool.empty:
         return empty
     # a cheap first cut when there are many: regular starts within each process, many
