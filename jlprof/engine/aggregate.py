@@ -1269,8 +1269,10 @@ def _group_part(
     # the exploded (instance, group) temporaries go before the union allocates its own
     del cr, cgrp, ok, per_path, pinv, grp, par_path, pair_inv, e_src, e_dst
     del inst_path, iit, op, elig, uses, parent
-    cpu = intervals.union_length(cpos, c.inst["start_ns"].to_numpy(np.int64)[rows],
-                                 c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
+    # flattened per CPU thread, the threads' (processes', GPUs') times summed (docs/reports.md)
+    cpu = intervals.thread_union_length(
+        cpos, c.inst["global_tid"].to_numpy()[rows], c.inst["start_ns"].to_numpy(np.int64)[rows],
+        c.inst["end_ns"].to_numpy(np.int64)[rows], nk)  # fmt: skip
     del rows, cpos
     # GPU work of the subtree, flattened (by the GPU side: merged per (path, iteration)
     # first, then only the merged pieces spread to the group nodes above)
@@ -1290,6 +1292,35 @@ def _group_part(
     }
     keys = (keys // w * n_it + (keys % w + a)).astype(index_dtype(n_paths * n_it))
     return keys, {k: narrow(v) for k, v in cols.items()}
+
+
+def flat_cpu_ns(
+    c: Correlated, inst_iter: np.ndarray, lo: int, hi: int, op_group: np.ndarray, ngroups: int
+) -> np.ndarray:
+    """CPU time per group of ops (``op_group``: each op's group, -1: none) over iterations
+    lo..hi, nested ranges counted once: :func:`intervals.thread_union_length` of the groups'
+    instances. The summary's All Ops and the op type report total their CPU time so (summing
+    each op's instances would count a range and every op nested in it again)."""
+    it = np.asarray(inst_iter)
+    rows = np.flatnonzero((it >= lo) & (it <= hi))
+    grp = np.asarray(op_group, np.int64)[c.inst["op"].to_numpy()[rows]]
+    inst = c.inst
+    # synthetic (unassociated_*) instances nest in nothing and carry an API call's share
+    # as their CPU time, not their interval's length: summed as they are
+    synthetic = inst["synthetic"].to_numpy(bool)[rows]
+    keep = (grp >= 0) & ~synthetic
+    share = (grp >= 0) & synthetic
+    out = np.bincount(
+        grp[share], weights=inst["cpu_ns"].to_numpy(np.int64)[rows[share]], minlength=ngroups
+    ).astype(np.int64)
+    rows, grp = rows[keep], grp[keep]
+    return out + intervals.thread_union_length(
+        grp,
+        inst["global_tid"].to_numpy()[rows],
+        inst["start_ns"].to_numpy(np.int64)[rows],
+        inst["end_ns"].to_numpy(np.int64)[rows],
+        ngroups,
+    )
 
 
 class _LaneTable:

@@ -349,8 +349,13 @@ class Analysis:
         )
 
     def suggest_key_nodes(self, limit: int = 5) -> pd.DataFrame:
-        """Ops that look like iteration markers, best first (guide §12.3)."""
-        return suggest_key_nodes(self.correlated, limit)
+        """Ops that look like iteration markers, best first (guide §12.3), by how they
+        partition the instances' GPU time; ranked once per profile, cut per ``limit``."""
+        ranked = self.once(
+            "suggest_key_nodes",
+            lambda: suggest_key_nodes(self.correlated, 1 << 30, self.metrics.gpu_ns),
+        )
+        return ranked.head(limit).reset_index(drop=True)
 
     def framework(self) -> str:
         """Framework seen in the annotations (System Config's Framework row)."""

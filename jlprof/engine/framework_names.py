@@ -33,6 +33,8 @@ import json
 import re
 from typing import NamedTuple
 
+from jlprof.engine.params import attrs_parameters
+
 TENSORRT = ("tensorrt",)
 TENSORFLOW = ("tensorflow1", "tensorflow2")
 
@@ -50,6 +52,7 @@ class Parsed(NamedTuple):
     abs_path: str = ""
     data_type: str = ""
     input_shapes: str = ""
+    parameters: str = ""  # TF detailed markers' attrs (jlprof.engine.params)
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -141,6 +144,7 @@ def parse_tensorflow(text: str) -> Parsed | None:
             scope_path(name),
             str(dtype) if isinstance(dtype, str) else "",
             json.dumps(shapes, separators=(",", ":")) if shapes else "",
+            attrs_parameters(attrs),
         )
     m = _TF_BASIC.match(text)
     if m and " " not in m.group("name"):

@@ -223,3 +223,22 @@ def expand_runs(lo: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray
     which = np.repeat(np.arange(len(lo)), cnt)
     offs = np.arange(len(which)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     return which, np.repeat(lo, cnt) + offs
+
+
+def thread_union_length(
+    group: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
+) -> np.ndarray:
+    """Per group: the union of its intervals on each thread, summed over the threads.
+
+    The one rule for a total of CPU ranges (docs/reports.md): ranges nested on one thread
+    are counted once (flattened, guide §8.5), ranges of different threads or processes (one
+    per GPU) add up (guide ch. 9: totals are summed over the GPUs).
+    """
+    group = np.asarray(group, dtype=np.int64)
+    if len(group) == 0:
+        return np.zeros(ngroups, dtype=np.int64)
+    tcode, tid = np.unique(np.asarray(thread), return_inverse=True)
+    pair = group * len(tcode) + tid.reshape(-1).astype(np.int64)
+    pairs, inv = np.unique(pair, return_inverse=True)
+    per_pair = union_length(inv.reshape(-1), start, end, len(pairs))
+    return np.bincount(pairs // len(tcode), weights=per_pair, minlength=ngroups).astype(np.int64)

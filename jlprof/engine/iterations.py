@@ -80,51 +80,116 @@ def find_iterations(c: Correlated, key_node: str | None) -> Iterations:
     return Iterations(key_node=key_node, bounds_ns=bounds, instances=len(rows))
 
 
-def suggest_key_nodes(c: Correlated, limit: int = 5) -> pd.DataFrame:
-    """Rank ops that look like iteration markers (guide §12.3).
+#: candidates re-ranked by how they partition the work (each costs a search of its
+#: boundaries in the sorted launch times: O(calls log rows), not a pass over the rows)
+SUGGEST_POOL = 64
+SUGGEST_COLUMNS = ["op_name", "op_id", "calls", "period_cv", "coverage", "work_cv", "score"]
 
-    A good key node recurs once per period: its instances are evenly spaced (low
-    coefficient of variation of the gaps between starts), there are several of them,
-    and it comes early in each period (small offset from the period start, measured
-    as the share of the ops that start between two of its instances and before it).
-    Returns op_name, op_id, calls, period_cv, score (higher is better).
-    """
-    inst = c.inst.loc[~c.inst["synthetic"].to_numpy()]
-    if len(inst) == 0:
-        return pd.DataFrame(columns=["op_name", "op_id", "calls", "period_cv", "score"])
-    g = inst.groupby("op", sort=False)["start_ns"]
-    stats = pd.DataFrame({"calls": g.size(), "first": g.min(), "last": g.max()})
-    stats = stats[stats["calls"] >= 2]
-    if stats.empty:
-        return pd.DataFrame(columns=["op_name", "op_id", "calls", "period_cv", "score"])
-    srt = inst.sort_values(["op", "start_ns"])
-    gaps = srt.groupby("op")["start_ns"].diff()
-    cv = (gaps.groupby(srt["op"]).std(ddof=0) / gaps.groupby(srt["op"]).mean()).reindex(stats.index)
-    stats["period_cv"] = cv.fillna(0.0).to_numpy()
-    # how early in the profile the first instance comes, relative to the period
-    period = (stats["last"] - stats["first"]) / (stats["calls"] - 1).clip(lower=1)
-    lead = ((stats["first"] - c.t_first_ns) / period.replace(0, np.nan)).fillna(1.0).clip(0, 1)
-    depth = (
-        pd.Series(inst["parent"].to_numpy() >= 0, index=inst.index)
-        .groupby(inst["op"])
-        .mean()
-        .reindex(stats.index)
-        .fillna(0)
-    )
-    stats["score"] = (
-        np.log1p(stats["calls"])
-        / (1.0 + 4.0 * stats["period_cv"])
-        * (1.0 - 0.3 * lead)
-        * (1.0 - 0.2 * depth)
-    )
-    ops = c.ops.loc[stats.index]
-    out = pd.DataFrame(
+
+def _work(c: Correlated, gpu_ns: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted times, cumulative weight) of the work iterations divide: each op instance's
+    GPU time (``gpu_ns``, ``InstanceMetrics.gpu_ns``: unassociated work included) at its
+    start, as the cube assigns an op's figures to iterations; without GPU time (or without
+    ``gpu_ns``: the key node is being checked, before any metrics) the op calls, one each.
+    Both engines hold the instances and their metrics, so both rank alike."""
+    start = c.inst["start_ns"].to_numpy(np.int64)
+    if gpu_ns is not None and len(gpu_ns) == len(start) and int(np.sum(gpu_ns)) > 0:
+        at, w = start, np.asarray(gpu_ns, np.float64)
+    else:
+        real = ~c.inst["synthetic"].to_numpy(bool)
+        at, w = start[real], np.ones(int(real.sum()))
+    order = np.argsort(at, kind="stable")
+    return at[order], np.concatenate([[0.0], np.cumsum(w[order])])
+
+
+def _self_nested(inst: pd.DataFrame, name: np.ndarray) -> pd.Series:
+    """Per op name: True when an instance of it starts inside another on the same thread."""
+    df = pd.DataFrame(
         {
-            "op_name": ops["op_name"].to_numpy(),
-            "op_id": ops["op_id"].to_numpy(),
-            "calls": stats["calls"].to_numpy(np.int64),
-            "period_cv": stats["period_cv"].round(3).to_numpy(),
-            "score": stats["score"].round(3).to_numpy(),
+            "name": name,
+            "tid": inst["global_tid"].to_numpy(),
+            "start": inst["start_ns"].to_numpy(np.int64),
+            "end": inst["end_ns"].to_numpy(np.int64),
         }
+    ).sort_values(["name", "tid", "start"], kind="stable")
+    reach = df.groupby(["name", "tid"], sort=False)["end"].cummax()
+    prev = reach.groupby([df["name"], df["tid"]], sort=False).shift(1)
+    return (df["start"] < prev).groupby(df["name"]).any()
+
+
+def suggest_key_nodes(
+    c: Correlated, limit: int = 5, gpu_ns: np.ndarray | None = None
+) -> pd.DataFrame:
+    """Rank op names as key nodes by how well they partition the work (docs/reports.md).
+
+    A key node splits the run at its instances' ends (:func:`find_iterations`, as
+    ``--key_node=<op_name>`` would). A good one is not nested in itself (a range that
+    encloses its own later instances splits nothing: excluded), leaves most of the work
+    (``gpu_ns``: each op instance's GPU time at its start; the op calls without it) inside
+    complete iterations (``coverage``), gives the complete iterations equal work
+    (``work_cv``, the coefficient of variation of their work) and equal lengths
+    (``period_cv``). Score, higher better: coverage / (1 + 2 work_cv + 2 period_cv)
+    x min(complete iterations, 3) / 3 x (1 - 0.2 x the share of its instances inside
+    another range), so of equal partitions the outermost range (the step) comes first.
+    """
+    keep = ~c.inst["synthetic"].to_numpy(bool)
+    inst = c.inst.loc[keep]
+    empty = pd.DataFrame(columns=SUGGEST_COLUMNS)
+    if len(inst) == 0:
+        return empty
+    op_name = c.ops["op_name"].astype(str).to_numpy(object)
+    name = op_name[inst["op"].to_numpy()]
+    df = pd.DataFrame(
+        {
+            "name": name,
+            "pid": inst["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK,
+            "start": inst["start_ns"].to_numpy(np.int64),
+            "inside": inst["parent"].to_numpy() >= 0,
+        }
+    ).sort_values(["name", "pid", "start"], kind="stable")
+    calls = df.groupby("name", sort=False).size()
+    inside = df.groupby("name", sort=False)["inside"].mean()
+    per_pid = df.groupby(["name", "pid"], sort=False).size().groupby(level=0)
+    # boundaries find_iterations makes: per process when every process has as many
+    data_parallel = (per_pid.size() > 1) & (per_pid.nunique() == 1)
+    bounds = calls.where(~data_parallel, per_pid.max())
+    nested = _self_nested(inst, name).reindex(calls.index).fillna(False).to_numpy(bool)
+    pool = calls[(bounds >= 2).to_numpy() & ~nested]  # a complete iteration at least
+    if pool.empty:
+        return empty
+    # a cheap first cut when there are many: regular starts within each process, many
+    same = (df["name"] == df["name"].shift()) & (df["pid"] == df["pid"].shift())
+    gap = df["start"].diff().where(same)
+    g = gap.groupby(df["name"], sort=False)
+    gcv = (g.std(ddof=0) / g.mean()).reindex(pool.index).fillna(0.0)
+    pre = np.log1p(bounds.reindex(pool.index)) / (1.0 + 4.0 * gcv)
+    pool = pool.loc[pre.sort_values(ascending=False, kind="stable").index[:SUGGEST_POOL]]
+    t, cum = _work(c, gpu_ns)
+    total = float(cum[-1]) or 1.0
+    op_id = pd.Series(c.ops["op_id"].astype(str).to_numpy(object), index=op_name)
+    op_id = op_id[~op_id.index.duplicated()]
+    rows = []
+    for nm in pool.index:
+        it = find_iterations(c, nm)
+        inner = it.bounds_ns[1:-1]  # the complete iterations lie between these
+        if len(inner) < 2:
+            continue
+        at = np.searchsorted(t, inner, side="left")
+        work = np.diff(cum[at])
+        dur = np.diff(inner).astype(np.float64)
+        coverage = float(work.sum()) / total
+        work_cv = float(work.std() / work.mean()) if work.mean() > 0 else 1.0
+        period_cv = float(dur.std() / dur.mean()) if dur.mean() > 0 else 1.0
+        score = coverage / (1.0 + 2.0 * work_cv + 2.0 * period_cv) * min(len(dur), 3) / 3
+        score *= 1.0 - 0.2 * float(inside[nm])  # the outermost of equals: the step itself
+        rows.append((nm, op_id.get(nm, nm), int(pool[nm]), period_cv, coverage, work_cv, score))
+    if not rows:
+        return empty
+    out = pd.DataFrame(rows, columns=SUGGEST_COLUMNS)
+    for col in ("period_cv", "coverage", "work_cv", "score"):
+        out[col] = out[col].round(3)
+    return (
+        out.sort_values(["score", "calls"], ascending=False, kind="stable")
+        .head(limit)
+        .reset_index(drop=True)
     )
-    return out.sort_values(["score", "calls"], ascending=False).head(limit).reset_index(drop=True)

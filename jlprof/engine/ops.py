@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine import emit_nvtx, framework_names, pyprof
+from jlprof.engine.params import shapes_parameters
 
 _REPEAT = re.compile(r"\(\d+\)$")
 _NUMBERED = re.compile(r"^(?P<base>[A-Za-z][\w.-]*(?: [A-Za-z][\w.-]*)*) #?(?P<no>\d+)$")
@@ -50,6 +51,7 @@ COLUMNS = [
     "input_shapes",
     "stack_trace",
     "bwd_op",
+    "parameters",
 ]
 
 
@@ -98,22 +100,25 @@ def _parse_one(
     if pp is not None:
         direction = "fprop" if pp.kind == "op" else ""
         return (pp.name, pp.op_type, direction, abs_path(pp.name), pp.data_type,
-                pp.input_shapes, pp.stack_trace, "")  # fmt: skip
+                pp.input_shapes, pp.stack_trace, "", pp.parameters)  # fmt: skip
     fw = framework_names.parse(text, mode) if e is None else None
     if fw is not None:
-        return (fw.name, fw.op_type, "", fw.abs_path, fw.data_type, fw.input_shapes, "", "")
+        return (fw.name, fw.op_type, "", fw.abs_path, fw.data_type, fw.input_shapes, "", "",
+                fw.parameters)  # fmt: skip
     if text.startswith("{"):  # a dict marker of another kind: its text is the name
-        return text, "pyprof", "", "", "", "", "", ""
-    extra = ("", "", "", "")
+        return text, "pyprof", "", "", "", "", "", "", ""
+    extra = ("", "", "", "", "")
     if e is not None:
         name = e.node or e.name
-        return (name, e.op_type, "bprop" if e.node else "fprop", "", "", e.sizes, "", "")
+        return (name, e.op_type, "bprop" if e.node else "fprop", "", "", e.sizes, "", "",
+                shapes_parameters(e.sizes))  # fmt: skip
     ann = parse_annotation(text)
     if ann is not None:
         name = ann["op_name"]
         op_type = ann["op_type"].removeprefix("aten::")
         direction = ann["direction"]
-        extra = (ann["data_type"], ann["input_shapes"], ann["stack_trace"], ann["bwd_op"])
+        extra = (ann["data_type"], ann["input_shapes"], ann["stack_trace"], ann["bwd_op"],
+                 shapes_parameters(ann["input_shapes"]))  # fmt: skip
     path = abs_path(name)
     numbered = _NUMBERED.match(name) if not (path or ann) else None
     if numbered:

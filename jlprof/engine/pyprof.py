@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from jlprof.engine.params import pyprof_parameters
+
 _KEY = re.compile(r"""['"](mod|op|funcStack)['"]\s*:\s*['"]([^'"]*)['"]""")
 _DUNDER = re.compile(r"^__(\w+?)__$")
 
@@ -38,6 +40,7 @@ class PyProf:
     data_type: str = ""
     input_shapes: str = ""
     stack_trace: str = ""
+    parameters: str = ""  # every argument as recorded (jlprof.engine.params)
 
 
 def _decode(text: str) -> dict[str, Any] | None:
@@ -88,7 +91,10 @@ def parse(text: str) -> PyProf | None:
         m = _DUNDER.match(op)
         dtype, shapes = _tensors(d.get("args"))
         name = f"{mod}.{op}" if mod else op
-        return PyProf("op", name, m.group(1) if m else op, stack, dtype, shapes)
+        return PyProf(
+            "op", name, m.group(1) if m else op, stack, dtype, shapes,
+            parameters=pyprof_parameters(d.get("args")),
+        )  # fmt: skip
     if mod:
         return PyProf("module", mod, mod)
     return None

@@ -29,7 +29,7 @@ from jlprof.engine.trace import GLOBAL_PID_MASK
 
 NONE = -1
 OP_KEY = ["op_name", "op_type", "direction", "op_id"]  # what makes two ops one
-ANNOTATION_COLUMNS = ("data_type", "input_shapes", "stack_trace")
+ANNOTATION_COLUMNS = ("data_type", "input_shapes", "stack_trace", "parameters")
 
 
 def _rows(x: np.ndarray, n: int) -> np.ndarray:

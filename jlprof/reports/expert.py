@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.outliers import OUTLIER_K, iteration_outliers
+from jlprof.engine.outliers import MIN_SAMPLE, OUTLIER_K, iteration_outliers
 from jlprof.engine.outliers import steady as steady_iterations
 from jlprof.reports import expert_pytorch  # framework-aware detectors (guide §10.10)
 from jlprof.reports.expert_shapes import bad_tensor_shape
@@ -26,26 +26,36 @@ from jlprof.reports.tables import detail, duration_breakdown
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis
 
-RANGE_CV_LIMIT = 0.15  # iteration-time coefficient of variation above which a range is "bad"
-STEADY_BAND = 0.10  # a steady iteration is within ±10 % of the median
+RANGE_CV_LIMIT = 0.15  # robust CV (scaled MAD / median) above which a range is "bad"
+STEADY_BAND = 0.10  # a steady iteration is within ±10 % of the median; an outlier beyond it
 LOW_UTIL_PCT = 50.0  # guide: "overall GPU utilization is below 50%"
 IMBALANCE_PCT = 20.0  # points between the busiest and the least busy visible GPU
 TC_TOP = 5  # how many TC-eligible ops to name as evidence
 
 
 def bad_iteration_range(p: Analysis, lo: int, hi: int) -> list[Finding]:
-    """High variation between iterations (a CV above the limit, or robust outlier iterations:
-    ``engine.outliers``): recommend the longest steady run."""
-    dur = p.iterations.durations_ns()[lo : hi + 1].astype(float)
-    full = p.iterations.durations_ns()[steady_iterations(p.iterations, lo, hi)].astype(float)
+    """A lot of variation between iterations, judged robustly (docs/reports.md): a complete
+    iteration that is an outlier (``engine.outliers``: above median + k scaled MADs) by more
+    than STEADY_BAND of the median, or a robust CV (scaled MAD / median) above the limit.
+    Recommends the longest run of complete iterations within STEADY_BAND of the median with
+    no outlier in it; the mean-based CV is evidence only (one slow step moves it)."""
+    its = p.iterations
+    dur = its.durations_ns()[lo : hi + 1].astype(float)
+    full = its.durations_ns()[steady_iterations(its, lo, hi)].astype(float)
     if len(dur) < 3 or full.mean() <= 0:
         return []
-    cv = float(full.std() / full.mean())  # the partial first/last intervals left out
-    robust = iteration_outliers(p.iterations, lo, hi)
-    if cv <= RANGE_CV_LIMIT and not robust["outlier"].any():
+    robust = iteration_outliers(its, lo, hi)
+    med = float(robust["median_ns"].iloc[0])
+    mad = float(robust["mad_ns"].iloc[0])
+    if med <= 0 or int((~robust["partial"]).sum()) < MIN_SAMPLE:
         return []
-    med = float(np.median(dur))
-    steady = np.abs(dur - med) <= STEADY_BAND * med
+    out = robust["outlier"].to_numpy(bool)
+    material = out & (dur - med > STEADY_BAND * med)
+    robust_cv = mad / med
+    if not material.any() and robust_cv <= RANGE_CV_LIMIT:
+        return []
+    cv = float(full.std() / full.mean())  # the partial first/last intervals left out
+    steady = ~robust["partial"].to_numpy(bool) & ~out & (np.abs(dur - med) <= STEADY_BAND * med)
     best, best_len, run_start = (lo, lo), 0, None
     for i, ok in enumerate(np.append(steady, False)):  # one pass over iterations, not events
         if ok and run_start is None:
@@ -54,9 +64,10 @@ def bad_iteration_range(p: Analysis, lo: int, hi: int) -> list[Finding]:
             if i - run_start > best_len:
                 best_len, best = i - run_start, (lo + run_start, lo + i - 1)
             run_start = None
-    outliers = robust["iteration"][robust["outlier"]].astype(int).tolist()[:10]
+    outliers = robust["iteration"][out].astype(int).tolist()[:10]
     ev = {
         "iteration_cv": round(cv, 3),
+        "robust_cv": round(robust_cv, 3),
         "median_iteration_ns": int(med),
         "outliers": outliers,
         "outlier_ns": [int(dur[i - lo]) for i in outliers],
@@ -71,11 +82,18 @@ def bad_iteration_range(p: Analysis, lo: int, hi: int) -> list[Finding]:
     else:
         rec = "No steady run of iterations was found; profile more iterations (e.g. 20-50)."
         action = None
+    if material.any():
+        worst = float((dur[out] - med).max() / med)
+        why = (
+            f"{int(out.sum())} outlier iteration(s), up to {worst:.0%} above the "
+            f"median of {med / 1e6:.3g} ms"
+        )
+    else:
+        why = f"robust iteration time CV {robust_cv:.0%}"
     return [
         Finding(
             "Bad Iteration Range Detector",
-            f"The aggregated iteration range of {lo} to {hi} contains a lot of variation "
-            f"(iteration time CV {cv:.0%}).",
+            f"The aggregated iteration range of {lo} to {hi} contains a lot of variation ({why}).",
             rec,
             ev,
             action,

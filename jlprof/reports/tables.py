@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import CATEGORIES, combine, row_windows
+from jlprof.engine.aggregate import CATEGORIES, combine, flat_cpu_ns, row_windows
 from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
 from jlprof.engine.narrow import index_dtype
 from jlprof.engine.outliers import steady
@@ -102,6 +102,9 @@ def op_type(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     for c in ("cpu", "gpu", "overhead", "idle"):
         agg.update({f"{c}_sum": "sum", f"{c}_min": "min", f"{c}_max": "max"})
     t = g.agg(agg)
+    t["cpu_sum"] = _flat_cpu(p, lo, hi, df.index.to_numpy(), df["op_type"].to_numpy(object))[
+        t.index.to_numpy(object)
+    ].to_numpy(np.int64)  # an op nested in one of its type counts once (docs/reports.md)
     calls = t["calls"]
     cols: dict[str, Any] = {
         "Op Name": t.index.to_numpy(),
@@ -118,6 +121,16 @@ def op_type(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     return out.sort_values("Total GPU Time (ns)", ascending=False, kind="stable").reset_index(
         drop=True
     )
+
+
+def _flat_cpu(p: Analysis, lo: int, hi: int, ops: np.ndarray, label: np.ndarray) -> pd.Series:
+    """CPU time per label of the ops ``ops`` (rows of ``correlated.ops``), each thread's
+    nested ranges counted once (:func:`flat_cpu_ns`), as a Series by label."""
+    codes, names = pd.factorize(pd.Series(label, dtype=object), sort=False)
+    group = np.full(len(p.correlated.ops), -1, np.int64)
+    group[np.asarray(ops, np.int64)] = codes
+    cpu = flat_cpu_ns(p.correlated, p.cube.inst_iter, lo, hi, group, len(names))
+    return pd.Series(cpu, index=pd.Index(names, dtype=object))
 
 
 def kernel_frame(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
@@ -239,7 +252,9 @@ def tensor(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     by = names.groupby(["op", "uses_tc"])["long_kernel_name"].agg(lambda s: sorted(set(s)))
     tc_names = [by.get((o, True), []) for o in sel.index]
     non_names = [by.get((o, False), []) for o in sel.index]
-    gpu = sel["kernel_sum"].astype(np.int64)
+    # an op's GPU time is one figure everywhere: the detail report's (its kernels, memcpys
+    # and memsets), so Non-TC GPU Time holds the memory work too (docs/reports.md)
+    gpu = sel["gpu_sum"].astype(np.int64)
     tc_t = sel["tc_gpu_sum"].astype(np.int64)
     out: dict[str, Any] = {"Op ID": sel["op_id"].to_numpy(), "Op Name": sel["op_name"].to_numpy()}
     if _pytorch(p):
@@ -434,7 +449,9 @@ def iteration_frame(
             "Block Z": i64(g["block_z"]),
             "Data Type": pick("data_type"),
             "Input Shapes": pick("input_shapes"),
-            "Parameters": blank,
+            # as the op's marker records its arguments (engine.params); no marker records
+            # outputs, so Output Shapes stays blank (docs/reports.md)
+            "Parameters": pick("parameters") if "parameters" in ops else blank,
             "Output Shapes": blank,
             "Long Kernel Name": cat("long_name"),
         }
@@ -640,18 +657,27 @@ def summary_report(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
 def all_ops(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     ops = op_frame(p, lo, hi)
     using = ops["tc_gpu_sum"] > 0
-    elig_not = ops["tc_eligible"] & ~using
+    # judged where the kernels are attributed: an eligible op that ran no GPU work of its own
+    # (aten::addmm inside aten::linear, whose kernels are the linear's) is not "not using"
+    elig_not = ops["tc_eligible"] & ~using & (ops["gpu_sum"] > 0)
     rows = {
         "All Op": np.ones(len(ops), bool),
         "Ops Using TC": using.to_numpy(),
         "Op eligible for TC but not using": elig_not.to_numpy(),
         "All other ops": (~using & ~elig_not).to_numpy(),
     }
+    # CPU time: each thread's ranges flattened, so an op nested in another counts once
+    # (summing the ops' totals counted a range once per level: docs/reports.md)
+    cat = np.where(using, 0, np.where(elig_not, 1, 2))
+    part = _flat_cpu(p, lo, hi, ops.index.to_numpy(), cat)
+    every = _flat_cpu(p, lo, hi, ops.index.to_numpy(), np.zeros(len(ops), np.int64))
+    cpu = {"All Op": int(every.get(0, 0))}
+    cpu.update({name: int(part.get(k, 0)) for k, name in enumerate(list(rows)[1:])})
     return pd.DataFrame(
         {
             name: {
                 "GPU Time (ns)": int(ops["gpu_sum"][m].sum()),
-                "CPU Time (ns)": int(ops["cpu_sum"][m].sum()),
+                "CPU Time (ns)": cpu[name],
                 "# Ops": int(m.sum()),
             }
             for name, m in rows.items()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import index_levels, per_iteration
+from jlprof.engine.aggregate import flat_cpu_ns, index_levels, per_iteration
 from jlprof.reports.tables import (
     duration_breakdown,
     kernel_frame,
@@ -85,7 +85,8 @@ def op_types(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
             "nodes": nodes.astype(np.int64),
             "calls": total("calls"),
             "gpu_ns": gpu,
-            "cpu_ns": total("cpu_sum"),
+            # nested instances of a type count once, as in the op-type report
+            "cpu_ns": flat_cpu_ns(p.correlated, p.cube.inst_iter, lo, hi, _op_codes(p, c, f), n),
             "gpu_pct": 100.0 * gpu / max(int(gpu.sum()), 1),
             "tc_eligible": elig,
             "using_tc": using,
@@ -93,6 +94,13 @@ def op_types(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     )[nodes > 0]
     # the report's order: GPU time, descending; ties by type name
     return out.sort_values("gpu_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _op_codes(p: Analysis, codes: np.ndarray, f: pd.DataFrame) -> np.ndarray:
+    """Each op's code (of the range's op frame ``f``), -1 for ops outside the range."""
+    out = np.full(len(p.correlated.ops), -1, np.int64)
+    out[f.index.to_numpy(np.int64)] = codes
+    return out
 
 
 def _type_codes(p: Analysis) -> tuple[np.ndarray, np.ndarray]:
