@@ -49,3 +49,16 @@ def test_the_checker_catches_a_broken_link(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("# A b\n[x](b.md) [y](a.md#a-b) [z](a.md#nope) [w](http://x)\n")
     assert links(tmp_path / "a.md") == ["b.md", "a.md#a-b", "a.md#nope"]
     assert anchors(tmp_path / "a.md") == {"a-b"}
+
+
+def test_benchmarks_is_one_table_of_current_figures() -> None:
+    """BENCHMARKS.md: what, command, machine, date, result, ratio per row; history left to git."""
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert "`git log -p BENCHMARKS.md`" in text
+    rows = [r for r in text.splitlines() if r.startswith("| ")]
+    head = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert head == ["what", "command", "machine, load", "date", "result", "ratio to the baseline"]
+    for row in rows[1:]:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row.strip("|"))]
+        assert len(cells) == 6 and re.match(r"20\d\d-\d\d-\d\d \d\d:\d\d", cells[3]), row
+    assert len(text.splitlines()) <= 60
