@@ -6,7 +6,10 @@ wraps the command it would have run). The kernel is started as ``nsys launch --s
 --trace=... KERNEL`` with the session's name in its environment, so ``%%dlprof`` in that kernel
 captures cells with ``nsys start``/``nsys stop`` (:mod:`jlprof.nsys.session`). Extra launch
 options come from ``JLPROF_INPLACE_NSYS_OPTS``. When nsys cannot be used the kernel starts plain
-and ``JLPROF_INPLACE_ERROR`` says why (``%%dlprof`` shows it). Standard library and
+and ``JLPROF_INPLACE_ERROR`` says why (``%%dlprof`` shows it). ``PYTEST_CURRENT_TEST`` is
+dropped from the kernel's environment: ipykernel stops capturing fd output (``subprocess`` echo)
+when it is set, so a kernel started from a test would not show what it shows in JupyterLab (the
+sidecar forces the capture instead, :mod:`jlprof.sidecar.kernel`). Standard library and
 :mod:`jlprof.nsys` only.
 """
 
@@ -68,6 +71,7 @@ def command(argv: Sequence[str], env: dict[str, str]) -> list[str]:
     from jlprof.nsys.locate import find_nsys
 
     cmd, key = kernel_argv(argv, env)
+    env.pop("PYTEST_CURRENT_TEST", None)  # see the module's docstring
     try:
         info = find_nsys()
         too_old = session.version_line(info)

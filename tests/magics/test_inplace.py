@@ -1,7 +1,9 @@
 """In-place mode: the notebook's own kernel under ``nsys launch`` (kernelspec ``jlprof-inplace``).
 
 The notebook ``notebooks/inplace/inplace.ipynb`` is re-run by nbval on that kernel; its profile
-of an NVTX loop is compared with the sidecar's profile of the same loop.
+of an NVTX loop is compared with the sidecar's profile of the same loop. ``plain_inplace.ipynb``
+repeats ``notebooks/plain_kernel.ipynb``'s checks (network, child processes, widgets, gloo) in
+``%%dlprof`` cells run in place.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from jlprof.sidecar import inplace as launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "inplace" / "inplace.ipynb"
+PLAIN_NOTEBOOK = NOTEBOOK.with_name("plain_inplace.ipynb")
 
 SETUP = (
     "import time\nimport nvtx\nsteps = 5\n"
@@ -38,8 +41,9 @@ def test_launcher_wraps_the_kernel_in_nsys_launch(monkeypatch: pytest.MonkeyPatc
         "jlprof.nsys.locate.find_nsys",
         lambda: __import__("jlprof").nsys.NsysInfo(Path("/n/nsys"), (2022, 4, 2), "2022.4.2"),
     )
-    env = {launcher.OPTS_ENV: "--cuda-memory-usage=true"}
+    env = {launcher.OPTS_ENV: "--cuda-memory-usage=true", "PYTEST_CURRENT_TEST": "t (call)"}
     argv = launcher.command(["-f", "/run/kernel-ab12.json"], env)
+    assert "PYTEST_CURRENT_TEST" not in env  # ipykernel would not capture fd output
     assert argv == [
         "/n/nsys",
         "launch",
@@ -93,11 +97,9 @@ def test_options_that_cannot_apply_in_place_are_refused(monkeypatch: pytest.Monk
     assert place.current is None
 
 
-@pytest.fixture(scope="module")
-def nbval_run(tmp_path_factory, need_nsys):
-    """The stored notebook re-run by nbval on the jlprof-inplace kernel, in a temporary folder."""
-    tmp = tmp_path_factory.mktemp("inplace")
-    shutil.copy(NOTEBOOK, tmp / NOTEBOOK.name)
+def _nbval(notebook: Path, tmp: Path) -> subprocess.CompletedProcess:
+    """The stored notebook re-run by nbval on the jlprof-inplace kernel, in ``tmp``."""
+    shutil.copy(notebook, tmp / notebook.name)
     env = {
         **os.environ,
         "JUPYTER_PATH": str(ROOT / "jupyter-config"),
@@ -106,10 +108,16 @@ def nbval_run(tmp_path_factory, need_nsys):
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
          "--nbval-kernel-name", "jlprof-inplace", "--nbval-sanitize-with",
-         str(ROOT / "notebooks" / "sanitize.cfg"), NOTEBOOK.name],
+         str(ROOT / "notebooks" / "sanitize.cfg"), notebook.name],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=500,
     )  # fmt: skip
-    return tmp, proc
+    return proc
+
+
+@pytest.fixture(scope="module")
+def nbval_run(tmp_path_factory, need_nsys):
+    tmp = tmp_path_factory.mktemp("inplace")
+    return tmp, _nbval(NOTEBOOK, tmp)
 
 
 @pytest.mark.nsys
@@ -120,6 +128,22 @@ def test_inplace_notebook_passes_nbval_on_the_inplace_kernel(nbval_run) -> None:
     assert "12 passed" in proc.stdout
     folders = runs.list_runs(tmp)
     assert len(folders) == 2  # the %%dlprof cell and the %dlprof start ... stop span
+    for folder in folders:
+        assert runs.read_manifest(folder)["status"] == "ok"
+        assert (folder / "nsys_profile.sqlite").exists()
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_plain_kernel_checks_pass_in_place(need_nsys, tmp_path: Path) -> None:
+    """HTTP by name to a server on 127.0.0.1, input(), subprocess echo, fork workers, DataLoader
+    workers, a tqdm.auto widget, gloo on 127.0.0.1 and matplotlib inside in-place %%dlprof cells:
+    the outputs nbval compares are those of a plain kernel, and each cell made a good profile."""
+    proc = _nbval(PLAIN_NOTEBOOK, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "7 passed" in proc.stdout
+    folders = runs.list_runs(tmp_path)
+    assert len(folders) == 4  # network, child processes, tqdm + gloo, matplotlib
     for folder in folders:
         assert runs.read_manifest(folder)["status"] == "ok"
         assert (folder / "nsys_profile.sqlite").exists()
