@@ -7,7 +7,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { Dialog, ICommandPalette, Notification, showDialog } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
@@ -17,7 +17,14 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import { describeProfile } from './api';
 import { profileCells, profileNotebookName } from './format';
-import { DEFAULT_HEADER_OPTIONS, IHeaderOptions, addHeader, toggleHeader } from './header';
+import {
+  DEFAULT_HEADER_OPTIONS,
+  IHeaderOptions,
+  addHeader,
+  hasHeader,
+  toggleHeader
+} from './header';
+import { Mode, enableInPlace, kernelState, parseMode, planProblem, planProfile } from './mode';
 import { ProfilesSidebar } from './sidebar';
 
 const PLUGIN_ID = 'jlprof:plugin';
@@ -53,6 +60,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const { commands } = app;
     let options: IHeaderOptions = { ...DEFAULT_HEADER_OPTIONS };
     let runOnOpen = true;
+    let mode: Mode = 'sidecar';
 
     if (settingRegistry) {
       void settingRegistry.load(PLUGIN_ID).then(
@@ -66,6 +74,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
               extraOptions: String(c.extraOptions ?? '')
             };
             runOnOpen = c.runOnOpen !== false;
+            mode = parseMode(c.mode);
           };
           read();
           settings.changed.connect(read);
@@ -88,13 +97,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       caption: 'Add or remove the %%dlprof header (options from the jlprof settings)',
       icon: args => (args.toolbar ? profileIcon : undefined),
       isEnabled: () => activeCodeCell() !== null,
-      execute: () => {
+      execute: async () => {
         const target = activeCodeCell();
         if (!target) {
           return;
         }
-        const { source } = toggleHeader(target.cell.model.sharedModel.getSource(), options);
-        target.cell.model.sharedModel.setSource(source);
+        const model = target.cell.model.sharedModel;
+        const adding = !hasHeader(model.getSource());
+        if (adding && mode === 'in-place' && (await prepareInPlace(target.panel)) === 'stop') {
+          return;
+        }
+        model.setSource(toggleHeader(model.getSource(), options).source);
       }
     });
 
@@ -107,9 +120,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
         if (!target) {
           return;
         }
+        const { panel } = target;
+        const ready = mode === 'in-place' ? await prepareInPlace(panel) : 'ready';
+        if (ready === 'stop') {
+          return;
+        }
         const model = target.cell.model.sharedModel;
         model.setSource(addHeader(model.getSource(), options));
-        await NotebookActions.run(target.panel.content, target.panel.sessionContext);
+        if (ready === 'ready') {
+          await NotebookActions.run(panel.content, panel.sessionContext);
+        }
       }
     });
 
@@ -225,6 +245,53 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
+
+/**
+ * In-place mode: make the notebook's kernel run under nsys before profiling (asks first: the
+ * restart loses the kernel's variables). 'ready': it already did; 'restarted': it does now,
+ * but the cells the profiled one needs must run again first; 'stop': leave the cell alone.
+ */
+async function prepareInPlace(panel: NotebookPanel): Promise<'ready' | 'restarted' | 'stop'> {
+  const getKernel = () => panel.sessionContext.session?.kernel ?? null;
+  const kernel = getKernel();
+  const plan = planProfile('in-place', kernel ? await kernelState(kernel) : 'unknown');
+  const problem = planProblem(plan);
+  if (problem) {
+    Notification.warning(problem, { autoClose: false });
+    return 'stop';
+  }
+  if (plan === 'run') {
+    return 'ready';
+  }
+  const answer = await showDialog({
+    title: 'Restart the kernel under nsys?',
+    body:
+      "In-place mode profiles in this notebook's own kernel, which must run under nsys: " +
+      'jlprof restarts it now (%dlprof enable). Its variables are lost: run the cells the ' +
+      'profiled one needs again, then run it.',
+    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Restart in Place' })]
+  });
+  if (!answer.button.accept) {
+    return 'stop';
+  }
+  const id = Notification.emit('jlprof: restarting the kernel in place...', 'in-progress', {
+    autoClose: false
+  });
+  const failure = await enableInPlace(getKernel);
+  if (failure) {
+    Notification.update({ id, message: failure, type: 'error', autoClose: false });
+    return 'stop';
+  }
+  Notification.update({
+    id,
+    message:
+      'jlprof: the kernel runs in place; its variables were reset: run the cells the ' +
+      'profiled one needs, then run it',
+    type: 'success',
+    autoClose: false
+  });
+  return 'restarted';
+}
 
 /**
  * Why a profile's notebook could not be created, in one line that says what to do (a toast

@@ -533,3 +533,68 @@ def test_open_vanished_profile_says_why(lab_server: LabServer, page: Any, tmp_pa
         )
         == 0
     )
+
+
+# the kernel's own word on whether it runs under nsys (not the extension's expression)
+KERNEL_NSYS_SESSION = """async (p) => {
+    const w = window.jupyterapp.shell.widgets('main').find(x => x.context && x.context.path === p);
+    const k = w.sessionContext.session.kernel;
+    const reply = await k.requestExecute({code: '', silent: true, store_history: false,
+        user_expressions: {s: "__import__('os').environ.get('JLPROF_NSYS_SESSION', '')"}}).done;
+    return reply.content.user_expressions.s.data['text/plain'];
+}"""
+
+
+@pytest.mark.nsys
+@pytest.mark.slow
+def test_in_place_mode_enables_then_profiles(lab_server: LabServer, page: Any) -> None:
+    """Setting Mode=in-place: the profile command asks, restarts the kernel under nsys
+    (%dlprof enable) and leaves the cell to run; the next one profiles in place, and the
+    Profiles sidebar lists that run folder like a sidecar run."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys is not on PATH")
+    nb = "labext/inplace.ipynb"
+    write_notebook(lab_server.root, nb, ["print(6 * 7)"])
+    set_settings(lab_server, mode="in-place")
+    try:
+        open_notebook(page, lab_server, nb)
+        focus_notebook(page, nb)
+        assert page.evaluate(KERNEL_NSYS_SESSION, nb) == "''"
+        before = {e["path"] for e in lab_server.api("jlprof/profiles?limit=500")[1]["items"]}
+        run = "() => { window.jupyterapp.commands.execute('jlprof:profile-and-run'); return 0; }"
+        page.evaluate(run)
+        dialog = page.locator(".jp-Dialog", has_text="Restart the kernel under nsys?")
+        dialog.wait_for()
+        assert "variables are lost" in dialog.inner_text()
+        screenshot(page, "labext-inplace-confirm")
+        dialog.locator("button", has_text="Restart in Place").click()
+        # once the kernel is back under nsys the header is added, the cell left to the user
+        page.wait_for_function(
+            "() => window.jupyterapp.shell.currentWidget.content.widgets[0].model.sharedModel"
+            ".getSource().startsWith('%%dlprof')",
+            timeout=150_000,
+        )
+        assert cell_source(page) == "%%dlprof\nprint(6 * 7)"
+        assert page.evaluate(KERNEL_NSYS_SESSION, nb).startswith("'jlprof-")
+        page.locator(".jp-toast-message", has_text="the kernel runs in place").wait_for()
+        page.keyboard.press("Escape")  # JupyterLab's own "kernel restarting" note, if shown
+        # now in place: no question, the cell runs and is captured in this kernel
+        page.evaluate(run)
+        wait_ran(page, nb, timeout_ms=240_000)
+        assert page.locator(".jp-Dialog", has_text="Restart the kernel").count() == 0
+        out = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output")
+        assert "42" in out.first.inner_text()
+        status, body = lab_server.api("jlprof/profiles?limit=500")
+        assert status == 200, body
+        new = [e for e in body["items"] if e["path"] not in before]
+        assert [e["kind"] for e in new] == ["run"], new
+        assert new[0]["path"].startswith("labext/jlprof_runs/")
+        folder = lab_server.root / new[0]["path"]
+        assert (folder / "jlprof_run.json").is_file()
+        # the sidebar shows it (the same list)
+        page.locator('.jp-SideBar [data-id="jlprof-profiles"]').click()
+        page.locator(".jlprof-Sidebar-refresh").click()
+        page.locator(f'.jlprof-ProfileItem[data-path="{new[0]["path"]}"]').wait_for()
+        screenshot(page, "labext-inplace-sidebar")
+    finally:
+        set_settings(lab_server)
