@@ -70,7 +70,7 @@ def test_stop_that_hangs_is_bounded_and_ends_the_agent(tmp_path: Path) -> None:
         assert ns.agent_pids("jlprof-k") == [agent.pid]
         sess = ns.Session("jlprof-k", nsys=str(fake), timeout_s=1.0)
         t0 = time.monotonic()
-        with pytest.raises(ns.SessionTimeout) as err:
+        with pytest.raises(ns.NsysTimeout) as err:
             sess.stop()
         assert time.monotonic() - t0 < 10
         msg = str(err.value)

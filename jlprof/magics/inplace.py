@@ -23,6 +23,7 @@ from jlprof.errors import JlprofError
 from jlprof.magics import run
 from jlprof.magics.options import RunOptions
 from jlprof.nsys import session as nsys_session
+from jlprof.nsys.files import wait_stable
 from jlprof.nsys.locate import NsysFailed
 from jlprof.sidecar.capture import Capture
 from jlprof.sidecar.inplace import ERROR_ENV, OPTS_ENV, launch_options
@@ -121,7 +122,7 @@ class InPlace:
         try:
             raw = sess.stop(cur.output)
         except NsysFailed as exc:  # a timeout has run the recovery ladder; the run says so
-            if isinstance(exc, nsys_session.SessionTimeout) and sess.log and not self._kept(sess):
+            if isinstance(exc, nsys_session.NsysTimeout) and sess.log and not self._kept(sess):
                 self.session = None
                 self.broken = (
                     "the nsys session was ended after a stuck nsys stop: restart this kernel "
@@ -137,7 +138,7 @@ class InPlace:
             step.done("nothing captured")
             run._write_manifest(result, cur.opts)
             return result
-        _wait_stable(raw)
+        wait_stable(raw, time.monotonic() + 30)  # nsys stop may return first
         return run.analyse_capture(raw, result, cur.opts, step)
 
     @staticmethod
@@ -172,18 +173,6 @@ class InPlace:
             state = f"unknown ({exc})"
         opened = ", a capture is open (%dlprof stop)" if self.current else ""
         return f"in place: nsys session {self.session.name}, state {state}{opened}"
-
-
-def _wait_stable(path: Path, timeout_s: float = 30.0) -> None:
-    """nsys stop returns once the file is written; a size that still grows is waited for."""
-    deadline = time.monotonic() + timeout_s
-    last = -1
-    while time.monotonic() < deadline:
-        size = path.stat().st_size
-        if size == last:
-            return
-        last = size
-        time.sleep(0.1)
 
 
 def _kernel_id() -> str | None:

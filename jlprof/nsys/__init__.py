@@ -41,9 +41,8 @@ from jlprof.nsys.locate import (
 from jlprof.nsys.qdstrm import import_qdstrm
 from jlprof.nsys.run import ProfileResult, _generated_paths, _stop_nsys, run_profile
 from jlprof.nsys.session import Session as NsysSession
-from jlprof.nsys.session import SessionTimeout
 from jlprof.nsys.stats import STATS_RENAMES, run_stats, stats_header, stats_reports
-from jlprof.nsys.tool import IMPORTER_NOTE
+from jlprof.nsys.tool import IMPORTER_NOTE, NsysTimeout
 
 __all__ = [
     "DEFAULT_TRACE",
@@ -56,10 +55,10 @@ __all__ = [
     "NsysInfo",
     "NsysNotFound",
     "NsysSession",
+    "NsysTimeout",
     "ProfileCommand",
     "ProfileResult",
     "Progress",
-    "SessionTimeout",
     "_generated_paths",
     "_last_lines",
     "_parse_options",

@@ -62,3 +62,15 @@ def _reuse_or_refuse(target: Path, source: Path, force: bool, progress: Progress
         f"{target} is older than {source}: pass force (-f true) to replace it, "
         "or remove it yourself"
     )
+
+
+def wait_stable(path: Path, deadline: float) -> None:
+    """Until ``path``'s size stops growing (or ``time.monotonic()`` passes ``deadline``): nsys
+    may return before the report it names is whole."""
+    last = -1
+    while time.monotonic() < deadline:
+        size = path.stat().st_size
+        if size == last:
+            return
+        last = size
+        time.sleep(0.1)

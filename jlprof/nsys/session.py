@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jlprof.nsys.locate import INSTALL_HINT, NsysFailed, NsysInfo, NsysNotFound, _last_lines
+from jlprof.nsys.locate import NsysFailed, NsysInfo
+from jlprof.nsys.tool import NsysTimeout, _run_tool
 
 SESSION_ENV = "JLPROF_NSYS_SESSION"
 """Set in the environment of a kernel started under ``nsys launch`` by jlprof: its session name."""
@@ -41,10 +41,6 @@ of 6 captures stopped in under 1.1 s (reports 1.4 MB instead of 28-44 MB)."""
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 _GENERATED = re.compile(r"^\s*(/.*\.(?:qdstrm|nsys-rep|qdrep))\s*$")
-
-
-class SessionTimeout(NsysFailed):
-    """An nsys control call did not return in time (the recovery ladder has run)."""
 
 
 def session_name(key: str) -> str:
@@ -100,29 +96,8 @@ class Session:
         return cls(name=name, nsys=binary)
 
     def _call(self, args: Sequence[str], timeout: float, what: str) -> list[str]:
-        argv = [self.nsys, *args]
-        try:
-            proc = subprocess.run(
-                argv,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                check=False,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise NsysNotFound(f"{self.nsys} is gone; {INSTALL_HINT}") from None
-        except subprocess.TimeoutExpired as exc:
-            raise SessionTimeout(
-                f"{what} did not return within {timeout:.0f} s", _lines(exc.output)
-            ) from None
-        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-        if proc.returncode != 0:
-            raise NsysFailed(f"{what} failed (exit {proc.returncode}): {_last_lines(lines)}", lines)
-        return lines
+        lines = _run_tool([self.nsys, *args], what=what, timeout=timeout, new_session=True)
+        return [ln for ln in lines if ln.strip()]
 
     def state(self) -> str | None:
         """The session's state as ``nsys sessions list`` shows it (``Launched``, ``Collection``,
@@ -179,7 +154,7 @@ class Session:
         self.log = []
         try:
             return self._call(args, timeout, what)
-        except SessionTimeout as exc:
+        except NsysTimeout as exc:
             kept = self.recover()
             after = (
                 "the session is usable again"
@@ -187,7 +162,7 @@ class Session:
                 else "this kernel keeps running, no longer under nsys: run %dlprof enable to "
                 "profile in place again"
             )
-            raise SessionTimeout(
+            raise NsysTimeout(
                 f"{exc}; recovered ({'; '.join(self.log)}): the capture is lost, {after}",
                 exc.output,
             ) from None
@@ -226,14 +201,6 @@ class Session:
         if agent_pids(self.name):
             steps.append(f"agent pids {agent_pids(self.name)} still running")
         return False
-
-
-def _lines(output: str | bytes | None) -> list[str]:
-    if output is None:
-        return []
-    if isinstance(output, bytes):
-        output = output.decode(errors="replace")
-    return output.splitlines()
 
 
 def version_line(info: NsysInfo) -> str | None:

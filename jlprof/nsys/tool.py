@@ -20,10 +20,21 @@ def _is_importer_noise(line: str) -> bool:
     return line.startswith(_IMPORTER_NOISE)
 
 
+class NsysTimeout(NsysFailed):
+    """An nsys call did not return in time; ``output`` holds what it had printed."""
+
+
 def _run_tool(
-    argv: Sequence[str], *, what: str, timeout: float | None = None, check: bool = True
+    argv: Sequence[str],
+    *,
+    what: str,
+    timeout: float | None = None,
+    check: bool = True,
+    new_session: bool = False,
 ) -> list[str]:
-    """Run an nsys helper to the end: its output lines, or :class:`NsysFailed` naming ``what``."""
+    """Run an nsys helper to the end: its output lines, or :class:`NsysFailed` naming ``what``
+    (:class:`NsysTimeout` past ``timeout``). ``new_session``: out of the caller's process group,
+    so a notebook's interrupt never reaches an nsys control call."""
     try:
         proc = subprocess.run(
             list(argv),
@@ -34,12 +45,23 @@ def _run_tool(
             errors="replace",
             timeout=timeout,
             check=False,
+            start_new_session=new_session,
         )
     except FileNotFoundError:
         raise NsysNotFound(f"{argv[0]} is gone; {INSTALL_HINT}") from None
-    except subprocess.TimeoutExpired:
-        raise NsysFailed(f"{what} did not finish within {timeout:.0f} s") from None
+    except subprocess.TimeoutExpired as exc:
+        raise NsysTimeout(
+            f"{what} did not return within {timeout:.0f} s", _output_lines(exc.output)
+        ) from None
     lines = proc.stdout.splitlines()
     if check and proc.returncode != 0:
         raise NsysFailed(f"{what} failed (exit {proc.returncode}): {_last_lines(lines)}", lines)
     return lines
+
+
+def _output_lines(output: str | bytes | None) -> list[str]:
+    if output is None:
+        return []
+    if isinstance(output, bytes):
+        output = output.decode(errors="replace")
+    return output.splitlines()

@@ -579,7 +579,7 @@ class Sidecar:
             return None
         self._seen.add(str(generated))
         self.captures += 1
-        _wait_stable(generated, deadline)
+        nsys.files.wait_stable(generated, deadline)
         return generated
 
     def _newest_unseen(self) -> Path | None:
@@ -599,16 +599,6 @@ class Sidecar:
             while True:
                 lines.append(self._lines.get_nowait())
         return lines
-
-
-def _wait_stable(path: Path, deadline: float) -> None:
-    last = -1
-    while time.monotonic() < deadline:
-        size = path.stat().st_size
-        if size == last:
-            return
-        last = size
-        time.sleep(0.1)
 
 
 __all__ = ["ExecResult", "NsysTooOld", "Sidecar", "SidecarBusy", "SidecarDied", "cuda_usable"]
