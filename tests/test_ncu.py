@@ -524,3 +524,53 @@ def test_an_empty_range_keeps_the_measured_columns(reports, tmp_path):
     full = p.report("kernel")
     empty = p.report("kernel", iter_start=2, iter_stop=2)  # after the last step: no kernel
     assert empty.empty and list(empty.columns) == list(full.columns)
+
+
+def test_the_dashboards_kernel_table_shows_measured_columns(reports, tmp_path):
+    """The kernel table's ncu columns: hidden without an ncu report; with one, each row's
+    figures are the kernel report's measured columns (checked against ncu_report above), in
+    the table's units (µs, %, MB), NaN where ncu did not profile the kernel."""
+    pytest.importorskip("ncu_report")
+    from jlprof.profile import load
+    from jlprof.widgets import static
+    from jlprof.widgets.views import MEASURED, Views
+
+    launches = ncu.read_ncu_report(reports["report"])
+    db = _cutlass_export(tmp_path / "cutlass.sqlite", launches)
+    plain = load(db)
+    views = Views(int(plain.iterations.bounds_ns[0]), interactive=False)
+    static.fill(views, plain)
+    assert [c.visible for c in views.measured_columns] == [False] * 6
+    assert views.kernel_table.width == 480
+
+    p = load(db, ncu_report=reports["report"])
+    static.fill(views, p)
+    assert [c.visible for c in views.measured_columns] == [True] * 6
+    assert [c.title for c in views.measured_columns] == [
+        "ncu µs", "SM %", "Mem %", "Occ. %", "TC pipe %", "DRAM MB",
+    ]  # fmt: skip
+    assert views.kernel_table.width > 480
+    src = pd.DataFrame(views.kernel_src.data)
+    k = p.report("kernel")
+    assert len(src) == len(k) == 2
+    expect = {
+        "m_dur_us": ("Measured Duration (ns)", 1e3),
+        "sm_pct": ("SM Throughput (%)", 1.0),
+        "mem_pct": ("Memory Throughput (%)", 1.0),
+        "occ_pct": ("Achieved Occupancy (%)", 1.0),
+        "pipe_pct": ("Tensor Pipe (%)", 1.0),
+        "dram_mb": ("DRAM Bytes", 1e6),
+    }
+    assert set(MEASURED) == set(expect)
+    for _, row in src.iterrows():
+        rep = k[k["Long Kernel Name"] == row["long"]]
+        assert len(rep) == 1
+        for field, (label, scale) in expect.items():
+            assert row[field] == pytest.approx(rep[label].iloc[0] / scale, nan_ok=True)
+    # the fused kernel's duration, as ncu measured it (25,984 ns; test above)
+    fused = src[src["long"] == launches[2].kernel]
+    assert fused["m_dur_us"].iloc[0] == pytest.approx(25.984)
+
+    static.fill(views, plain)  # back to a profile without ncu: hidden again
+    assert not any(c.visible for c in views.measured_columns)
+    assert views.kernel_table.width == 480

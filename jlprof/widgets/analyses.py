@@ -1,6 +1,6 @@
-"""The dashboard's "Analyses" section: idle causes, launch latency, outliers, roofline.
+"""The dashboard's "Analyses" section: idle causes, launch latency, outliers, roofline, PyProf.
 
-Four Bokeh tabs over the reports of ``jlprof.reports.analyses`` (one per analysis):
+Five Bokeh tabs over the reports of ``jlprof.reports.analyses`` (one per analysis):
 
 * **Idle causes**: per iteration, each GPU's idle time stacked by cause (mean over the GPUs
   that ran work), the summary the ``idle_causes`` report gives per GPU and iteration;
@@ -10,6 +10,9 @@ Four Bokeh tabs over the reports of ``jlprof.reports.analyses`` (one per analysi
   outlier its ops' GPU-time delta against their median iteration (why it is slow);
 * **Roofline**: achieved TFLOP/s against arithmetic intensity per op with recorded shapes, under
   the GPU's roofs (``engine.gpu_peaks``).
+* **PyProf**: PyProf's kernel table (the ``prof`` report) of the range's kernels: op,
+  parameters, silicon time, FLOPs and bytes per launch; computed only while its tab is open
+  (PyProf's sequential rules: ~0.1 ms a kernel, docs/kernels.md).
 
 ``*_data`` functions are pure pandas (tested without a browser); :class:`AnalysesPanel` is an
 ipywidgets Accordion that builds its views the first time it is opened and follows the
@@ -18,6 +21,7 @@ dashboard's range afterwards (:meth:`AnalysesPanel.refresh`), so a closed sectio
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as w
@@ -25,13 +29,26 @@ import numpy as np
 import pandas as pd
 from bokeh.document import Document
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, Div, HoverTool, Select, Span, TabPanel, Tabs
+from bokeh.models import (
+    ColumnDataSource,
+    DataTable,
+    Div,
+    HoverTool,
+    NumberFormatter,
+    Select,
+    Span,
+    TableColumn,
+    TabPanel,
+    Tabs,
+)
 from bokeh.plotting import figure
 
 from jlprof.engine.gpu_peaks import gpu_peaks
 from jlprof.engine.idle import CAUSE_LABELS, CAUSES
+from jlprof.errors import AnalysisError
 from jlprof.reports import analyses as an
 from jlprof.reports import catalog
+from jlprof.reports.prof import prof_report
 from jlprof.reports.roofline import profile_gpu
 from jlprof.widgets.bokeh_comm import BatchedBokehModel
 from jlprof.widgets.views import distinct_labels
@@ -49,6 +66,21 @@ CAUSE_COLORS = {
 WIDTH = 900
 TOP_OPS = 15  # ops shown in an outlier's delta chart
 BINS = 40
+# the PyProf tab: source field -> (prof report column, title, width); rows capped (the whole
+# table: ``p.report("prof")``, ``jlprof prof``)
+PROF = {
+    "idx": ("Idx", "Idx", 55),
+    "dir": ("Direction", "Dir", 45),
+    "op": ("Op", "Op", 110),
+    "kernel": ("Kernel", "Kernel", 250),
+    "params": ("Params", "Params", 200),
+    "sil": ("Sil(ns)", "Sil (ns)", 70),
+    "flops": ("FLOPs", "FLOPs", 80),
+    "bytes": ("Bytes", "Bytes", 80),
+}
+PROF_ROWS = 5_000
+NUMERIC = ("idx", "sil", "flops", "bytes")
+PROF_TAB = 4  # the PyProf tab's index
 
 
 def idle_data(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
@@ -162,8 +194,20 @@ def measured_roofline_data(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     )
 
 
+def prof_data(p: Analysis, lo: int, hi: int) -> tuple[pd.DataFrame, str]:
+    """The PyProf tab's rows (the ``prof`` report's, the first ``PROF_ROWS``) and its note."""
+    try:
+        rep = prof_report(p, lo, hi)
+    except AnalysisError as e:  # a windowed profile keeps no GPU rows
+        return pd.DataFrame(columns=[c for c, _, _ in PROF.values()]), str(e)
+    note = f"{len(rep):,} kernels launched in iterations {lo}–{hi} (PyProf's table"
+    if len(rep) > PROF_ROWS:
+        note += f'; the first {PROF_ROWS:,} shown, all of them: p.report("prof")'
+    return rep.head(PROF_ROWS), note + ")"
+
+
 class AnalysesViews:
-    """The four tabs' figures and sources (built once, data replaced in place)."""
+    """The five tabs' figures and sources (built once, data replaced in place)."""
 
     def __init__(self) -> None:
         self.idle_src = ColumnDataSource({"iteration": [], **{f"{c}_ms": [] for c in CAUSES}})
@@ -330,12 +374,30 @@ class AnalysesViews:
         self.roof_fig = r
         self.roof_note = Div(text="")
         self.launch_note = Div(text="")
+        self.prof_src = ColumnDataSource({f: [] for f in PROF})
+        num = NumberFormatter(format="0,0")
+        self.prof_table = DataTable(
+            source=self.prof_src,
+            columns=[
+                TableColumn(
+                    field=f, title=t, width=w, **({"formatter": num} if f in NUMERIC else {})
+                )
+                for f, (_, t, w) in PROF.items()
+            ],
+            width=WIDTH,
+            height=320,
+            index_position=None,
+            reorderable=False,
+            autosize_mode="none",
+        )
+        self.prof_note = Div(text="")
         self.layout = Tabs(
             tabs=[
                 TabPanel(child=self.idle_fig, title="Idle causes"),
                 TabPanel(child=column(self.launch_note, self.launch_fig), title="Launch latency"),
                 TabPanel(child=column(self.out_fig, self.pick, self.why_fig), title="Outliers"),
                 TabPanel(child=column(self.roof_note, self.roof_fig), title="Roofline"),
+                TabPanel(child=column(self.prof_note, self.prof_table), title="PyProf"),
             ]
         )
 
@@ -376,6 +438,21 @@ class AnalysesViews:
             + (f" ({roofs['model']} roofs)" if roofs["model"] else " (not in the peak table)")
             + (f" · ◆ {len(meas)} launches measured by ncu" if len(meas) else "")
         )
+        self.update_prof(p, lo, hi)
+
+    def update_prof(self, p: Analysis, lo: int, hi: int) -> None:
+        """Fill the PyProf tab while it is the open one: its table costs ~0.1 ms a kernel
+        (docs/kernels.md), so opening the section or changing the range elsewhere skips it."""
+        if self.layout.active != PROF_TAB:
+            self.prof_src.data = {f: [] for f in PROF}
+            self.prof_note.text = "Computed when this tab is opened."
+            return
+        rows, note = prof_data(p, lo, hi)
+        self.prof_src.data = {
+            f: rows[c].to_numpy(np.int64 if f in NUMERIC else object)
+            for f, (c, _, _) in PROF.items()
+        }
+        self.prof_note.text = html.escape(note)
 
     def update_why(self, p: Analysis, lo: int, hi: int) -> None:
         if not self.pick.value:
@@ -425,8 +502,8 @@ class AnalysesPanel(w.Accordion):
         self.box = w.VBox(
             [
                 w.HTML(
-                    "<i>Open to compute idle causes, launch latency, outliers and "
-                    "the roofline for the selected range.</i>"
+                    "<i>Open to compute idle causes, launch latency, outliers, the "
+                    "roofline and PyProf's kernel table for the selected range.</i>"
                 )
             ]
         )
@@ -455,12 +532,20 @@ class AnalysesPanel(w.Accordion):
         self.doc.add_root(self.views.layout)
         self.views.update(p, p.iter_start, p.iter_stop)
         self.views.pick.on_change("value", self._on_pick)
+        self.views.layout.on_change("active", self._on_tab)
         self.bokeh = BatchedBokehModel(self.views.layout)
         self.box.children = [self.bokeh]
 
     def _on_open(self, change: dict[str, Any]) -> None:
         if change["new"] == 0 and self.views is None:
             self._build()
+
+    def _on_tab(self, _attr: str, _old: Any, _new: Any) -> None:
+        if self.views is None or self.bokeh is None:
+            return
+        p = self.profile
+        with self.bokeh.batch():
+            self.views.update_prof(p, p.iter_start, p.iter_stop)
 
     def _on_pick(self, _attr: str, _old: Any, _new: Any) -> None:
         if self.views is None or self.bokeh is None:
@@ -477,6 +562,7 @@ __all__ = [
     "launch_data",
     "measured_roofline_data",
     "outlier_data",
+    "prof_data",
     "roofline_data",
     "why_slow_data",
 ]

@@ -180,9 +180,11 @@ def kernels(p: Analysis, lo: int, hi: int, node: str | None = None) -> pd.DataFr
     if kf.empty:
         return pd.DataFrame(columns=KERNEL_TABLE_COLUMNS)
     out = kernel_table_rows(kf)
-    if p.ncu_kernels is not None:  # ncu measured: its verdict (docs/kernels.md)
+    if p.ncu_kernels is not None:  # ncu measured: its verdict and figures (docs/kernels.md)
         m = measured_columns(p.ncu_kernels, kf)
         out["Uses TC"], out["TC Verdict"] = m["Uses TC"], m["TC Verdict"]
+        for label in MEASURED_TABLE_COLUMNS:
+            out[label] = m[label]
     if node:
         out = out[out["Op ID"].isin(ops_under(p, node))]
     order = np.argsort(-out["Total GPU Time (ns)"].to_numpy(), kind="stable")
@@ -206,6 +208,12 @@ def kernel_table_rows(kf: pd.DataFrame) -> pd.DataFrame:
         }
     )
 
+
+# the kernel report's measured columns the table shows when an ncu report is joined
+MEASURED_TABLE_COLUMNS = [
+    "Measured Duration (ns)", "SM Throughput (%)", "Memory Throughput (%)",
+    "Achieved Occupancy (%)", "Tensor Pipe (%)", "DRAM Bytes",
+]  # fmt: skip
 
 KERNEL_TABLE_COLUMNS = [
     "Kernel Name", "Op ID", "Op Name", "Uses TC", "Calls", "Total GPU Time (ns)",

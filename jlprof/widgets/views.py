@@ -37,7 +37,12 @@ from bokeh.palettes import Category20
 from bokeh.plotting import figure
 from bokeh.transform import linear_cmap
 
-from jlprof.widgets.data import CATEGORY_LABELS, ITER_CATEGORIES, MAX_KERNEL_GLYPHS
+from jlprof.widgets.data import (
+    CATEGORY_LABELS,
+    ITER_CATEGORIES,
+    MAX_KERNEL_GLYPHS,
+    MEASURED_TABLE_COLUMNS,
+)
 
 CATEGORY_COLORS = {
     "tc": "#2ca02c",
@@ -57,6 +62,18 @@ WIDTH = 940
 # also re-measures every column through jQuery's computed styles (~10 ms of a 1M-kernel
 # range change in the browser, for the two tables).
 TABLE_SIZING = "none"
+KERNEL_TABLE_WIDTH = 480
+# the kernel table's measured columns: source field -> (kernel report column, title, width,
+# divisor from the report's unit to the shown one)
+MEASURED = {
+    "m_dur_us": (MEASURED_TABLE_COLUMNS[0], "ncu µs", 55, 1e3),
+    "sm_pct": (MEASURED_TABLE_COLUMNS[1], "SM %", 45, 1.0),
+    "mem_pct": (MEASURED_TABLE_COLUMNS[2], "Mem %", 45, 1.0),
+    "occ_pct": (MEASURED_TABLE_COLUMNS[3], "Occ. %", 45, 1.0),
+    "pipe_pct": (MEASURED_TABLE_COLUMNS[4], "TC pipe %", 55, 1.0),
+    "dram_mb": (MEASURED_TABLE_COLUMNS[5], "DRAM MB", 55, 1e6),
+}
+MEASURED_WIDTH = sum(w for _, _, w, _ in MEASURED.values())
 
 
 def short(name: Any, n: int = LABEL_CHARS) -> str:
@@ -320,10 +337,19 @@ class Views:
             autosize_mode=TABLE_SIZING,
         )
         self.kernel_src = ColumnDataSource(
-            {k: [] for k in ("kernel", "long", "op", "calls", "gpu_ms", "avg_us", "uses_tc")}
+            {
+                k: []
+                for k in ("kernel", "long", "op", "calls", "gpu_ms", "avg_us", "uses_tc", *MEASURED)
+            }
         )
         # namesakes (template instantiations) are separate rows: the full name on hover
         long_name = HTMLTemplateFormatter(template='<span title="<%- long %>"><%- value %></span>')
+        # Nsight Compute's figures: shown only while an ncu report is joined (update_kernels)
+        measured = NumberFormatter(format="0,0.0", nan_format="–")
+        self.measured_columns = [
+            TableColumn(field=f, title=t, width=w, formatter=measured, visible=False)
+            for f, (_, t, w, _) in MEASURED.items()
+        ]
         self.kernel_title = Div(text="<b>Kernels</b> (all ops)")
         self.kernel_filter, view = filter_box(
             self.kernel_src, ["kernel", "long", "op"], "kernels or ops", 300
@@ -338,8 +364,9 @@ class Views:
                 TableColumn(field="gpu_ms", title="GPU ms", formatter=ms, width=60),
                 TableColumn(field="avg_us", title="Avg µs", formatter=ms, width=55),
                 TableColumn(field="uses_tc", title="TC", width=45),
+                *self.measured_columns,
             ],
-            width=480,
+            width=KERNEL_TABLE_WIDTH,
             height=240,
             index_position=None,
             reorderable=False,
@@ -492,6 +519,7 @@ class Views:
 
     def update_kernels(self, k: pd.DataFrame, node: str | None) -> None:
         rows_before = len(self.kernel_src.data["kernel"])
+        shown = MEASURED_TABLE_COLUMNS[0] in k  # an ncu report is joined
         self.kernel_src.data = {
             "kernel": k["Kernel Name"].astype(str).to_numpy(object),
             "long": k["Long Kernel Name"].astype(str).to_numpy(object),
@@ -503,7 +531,14 @@ class Views:
                 np.where(k["Uses TC"].to_numpy(bool), "yes", "no"),
                 np.where(k["TC Verdict"] == "measured", " ncu", "") if "TC Verdict" in k else "",
             ).astype(object),
+            **{
+                f: k[label].to_numpy(float) / scale if shown else np.zeros(len(k))
+                for f, (label, _, _, scale) in MEASURED.items()  # (hidden without ncu)
+            },
         }
+        for c in self.measured_columns:
+            c.visible = shown
+        self.kernel_table.width = KERNEL_TABLE_WIDTH + (MEASURED_WIDTH if shown else 0)
         where = f"under <code>{html.escape(node)}</code>" if node else "(all ops)"
         why = self.no_kernels or "no kernels in the selected iterations"
         count = f"{len(k)} rows" if len(k) else f"none — {html.escape(why)}"

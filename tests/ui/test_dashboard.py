@@ -172,5 +172,5 @@ def test_analyses_section_opens_with_its_tabs(dashboard_page) -> None:
     text = page.evaluate(
         f"() => ({DEEP})(document.querySelector('{dash}'), '.bk-tab').map(t => t.innerText)"
     )
-    assert text[-4:] == ["Idle causes", "Launch latency", "Outliers", "Roofline"], text
+    assert text[-5:] == ["Idle causes", "Launch latency", "Outliers", "Roofline", "PyProf"], text
     screenshot(page, "dashboard-analyses-open")

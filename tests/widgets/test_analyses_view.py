@@ -65,3 +65,51 @@ def test_roofline_tab_on_the_real_pyprof_trace() -> None:
     for xs, ys, dts in zip(lines["xs"], lines["ys"], lines["label"], strict=True):
         assert all(ys[-1] == roofs["peaks"][dt] for dt in dts.split("/"))
         assert ys[0] == pytest.approx(xs[0] * roofs["bw"] / 1e12)
+
+
+def test_pyprof_tab_shows_the_prof_report_of_the_range(tmp_path) -> None:
+    """The PyProf tab's rows are the ``prof`` report's for the selected iterations (whose FLOPs
+    tests/engine/test_prof.py works from PyProf's conv2d formula), and follow the range."""
+    from tests.fixtures.torch_traces import plugin_db
+
+    p = jlprof.load(plugin_db(3).write(tmp_path / "p.sqlite"), key_node="Conv2d")
+    v = av.AnalysesViews()
+    v.update(p, 0, 2)  # another tab open: not computed (its cost is PyProf's, per kernel)
+    assert len(v.prof_src.data["idx"]) == 0
+    v.layout.active = av.PROF_TAB
+    fields = {"idx": "Idx", "dir": "Direction", "op": "Op", "kernel": "Kernel",
+              "params": "Params", "sil": "Sil(ns)", "flops": "FLOPs", "bytes": "Bytes"}  # fmt: skip
+    for lo, hi in ((1, 1), (0, 2)):
+        v.update(p, lo, hi)
+        want = p.report("prof", iter_start=lo, iter_stop=hi)
+        assert 0 < len(want) == len(v.prof_src.data["idx"])
+        for f, col in fields.items():
+            assert list(v.prof_src.data[f]) == want[col].tolist(), f
+        assert v.prof_note.text.startswith(f"{len(want)} kernels launched in iterations")
+    assert 2 * 8 * 4 * 14 * 14 * 3 * 3 * 3 in list(v.prof_src.data["flops"])
+    assert [t.title for t in v.layout.tabs][-1] == "PyProf"
+
+
+def test_pyprof_tab_caps_its_rows(tmp_path, monkeypatch) -> None:
+    from tests.fixtures.torch_traces import plugin_db
+
+    p = jlprof.load(plugin_db(3).write(tmp_path / "p.sqlite"), key_node="Conv2d")
+    monkeypatch.setattr(av, "PROF_ROWS", 2)
+    rows, note = av.prof_data(p, 0, 2)
+    want = p.report("prof", iter_start=0, iter_stop=2)
+    assert len(want) > 2 and rows["Idx"].tolist() == want["Idx"].head(2).tolist()
+    assert "the first 2 shown" in note
+
+
+def test_opening_the_pyprof_tab_computes_it_for_the_range(profile: Profile) -> None:
+    d = profile.dashboard()
+    d.set_range(2, 4)
+    d.analyses.expand()
+    v = d.analyses.views
+    assert len(v.prof_src.data["idx"]) == 0
+    v.layout.active = av.PROF_TAB  # what the browser's tab click sends
+    want = profile.report("prof", iter_start=2, iter_stop=4)
+    assert len(want) > 0 and list(v.prof_src.data["idx"]) == want["Idx"].tolist()
+    d.set_range(5, 5)  # follows the range while open
+    want = profile.report("prof", iter_start=5, iter_stop=5)
+    assert len(want) > 0 and list(v.prof_src.data["idx"]) == want["Idx"].tolist()
