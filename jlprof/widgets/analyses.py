@@ -9,7 +9,7 @@ Four Bokeh tabs over the reports of ``jlprof.reports.analyses`` (one per analysi
 * **Outliers**: iteration times with the robust threshold, outliers marked, and for the chosen
   outlier its ops' GPU-time delta against their median iteration (why it is slow);
 * **Roofline**: achieved TFLOP/s against arithmetic intensity per op with recorded shapes, under
-  the GPU's roofs (``engine.gpu_peaks``).
+  the GPU's roofs (``engine.analyses.gpu_peaks``).
 
 ``*_data`` functions are pure pandas (tested without a browser); :class:`AnalysesPanel` is an
 ipywidgets Accordion that builds its views the first time it is opened and follows the
@@ -28,8 +28,8 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, Div, HoverTool, Select, Span, TabPanel, Tabs
 from bokeh.plotting import figure
 
-from jlprof.engine.gpu_peaks import gpu_peaks
-from jlprof.engine.idle import CAUSE_LABELS, CAUSES
+from jlprof.engine.analyses.gpu_peaks import gpu_peaks
+from jlprof.engine.analyses.idle import CAUSE_LABELS, CAUSES
 from jlprof.reports import analyses as an
 from jlprof.reports import catalog
 from jlprof.reports.roofline import profile_gpu
