@@ -45,7 +45,7 @@ def _cases(extra: list[str]) -> list[tuple[str, Path, list[str | None]]]:
 
 def cubes(extra: list[str]) -> dict[str, dict]:
     from jlprof.engine.analysis import Analysis
-    from jlprof.engine.read import read_trace
+    from jlprof.engine.read.read import read_trace
 
     out: dict[str, dict] = {}
     for name, path, keys in _cases(extra):
@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
             continue
         if argv[0] != "--window-rows":
             raise SystemExit(f"unknown option {argv[0]}")
-        from jlprof.engine import aggregate
+        from jlprof.engine.aggregate import aggregate
 
         aggregate.WINDOW_ROWS = int(argv[1])
         argv = argv[2:]

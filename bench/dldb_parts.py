@@ -34,7 +34,7 @@ def _sha(path: Path) -> str:
 def _parts(trace, target: Path, rows: int) -> None:
     from contextlib import ExitStack
 
-    from jlprof.engine.store import FRAMES, open_dldb
+    from jlprof.engine.read.store import FRAMES, open_dldb
 
     parted = ("gpu", "api")
     with open_dldb(target, meta=trace.meta, source=trace.source, warnings=trace.warnings) as db:
@@ -55,8 +55,8 @@ def _parts(trace, target: Path, rows: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from jlprof.engine.read import read_trace
-    from jlprof.engine.store import save_trace
+    from jlprof.engine.read.read import read_trace
+    from jlprof.engine.read.store import save_trace
 
     export, out = Path(argv[0]), Path(argv[1])
     reps = int(argv[2]) if len(argv) > 2 else 3

@@ -22,8 +22,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jlprof.engine import read
-from jlprof.engine.trace import Trace
+from jlprof.engine.read import read
+from jlprof.engine.read.trace import Trace
 
 
 class AdbcShim:

@@ -3,7 +3,7 @@
     python bench/read_floor.py EXPORT.sqlite [--repeat N]
 
 For each of the kernel, runtime-API and NVTX tables, the exact SELECT the engine reads
-(``jlprof.engine.read``) timed (wall and this process's CPU, medians of ``--repeat``) with:
+(``jlprof.engine.read.read``) timed (wall and this process's CPU, medians of ``--repeat``) with:
 
 * ``connectorx``: what the engine uses (SQLite -> Arrow, one thread per table);
 * ``adbc``: Apache Arrow's ADBC SQLite driver (``pip install adbc-driver-sqlite``; skipped
@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jlprof.engine import read, schema
+from jlprof.engine.read import read, schema
 
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 

@@ -51,7 +51,7 @@ def _cases(extra: list[str]) -> list[tuple[str, Path, tuple[bool, ...]]]:
 
 
 def traces(extra: list[str]) -> dict[str, dict]:
-    from jlprof.engine.read import read_trace
+    from jlprof.engine.read.read import read_trace
 
     out: dict[str, dict] = {}
     for name, path, paths in _cases(extra):

@@ -71,7 +71,8 @@ class _Stages:
 
 def main(argv: list[str]) -> int:
     from jlprof import cli, console
-    from jlprof.engine import aggregate, analysis
+    from jlprof.engine import analysis
+    from jlprof.engine.aggregate import aggregate
 
     st = _Stages()
     stop = threading.Event()

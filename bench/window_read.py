@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.stage_rss import reset_hwm, rss_kb
-from jlprof.engine.read import read_trace
-from jlprof.engine.windows import WindowReader, plan_windows
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.windowed.windows import WindowReader, plan_windows
 
 
 class Phase:

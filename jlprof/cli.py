@@ -25,7 +25,7 @@ from pathlib import Path
 
 from jlprof.console import StageProgress
 from jlprof.distributed import several
-from jlprof.engine.schema import version_line
+from jlprof.engine.read.schema import version_line
 from jlprof.errors import InputError, JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import InThread, folder_lock, prepare_folder, written
@@ -223,7 +223,7 @@ def _analysed(
         say(f"note: not written: {', '.join(dropped)}; the only report of simple mode is "
             "'kernel' (guide §15.1.4)", "minimal")  # fmt: skip
     if "gpu_metrics" in reports and prof.report("gpu_metrics").empty:
-        from jlprof.engine.gpu_metrics import UNAVAILABLE
+        from jlprof.engine.analyses.gpu_metrics import UNAVAILABLE
 
         say(f"note: {UNAVAILABLE}", "minimal")
     written_paths = prof.write_reports(out, reports, formats, force=args.force, progress=bar)
@@ -305,10 +305,10 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
     if beyond:
         say(f"reading the whole trace: --reports {beyond[0]} reads every row", "detailed")
         return False
-    from jlprof.engine.nvprof import is_nvprof
-    from jlprof.engine.store import is_dldb, is_jlprof_db
+    from jlprof.engine.read.nvprof import is_nvprof
+    from jlprof.engine.read.store import is_dldb, is_jlprof_db
 
-    if is_nvprof(db):  # an nvprof database is read whole (jlprof.engine.nvprof)
+    if is_nvprof(db):  # an nvprof database is read whole (jlprof.engine.read.nvprof)
         if args.windowed == "true":
             raise OptionError("--windowed true reads nsys SQLite exports only, not nvprof's.")
         return False
@@ -335,7 +335,7 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
         return False  # the whole path says what is wrong with the file
     if is_jlprof_db(db) or is_dldb(db):
         return False
-    from jlprof.engine.windows import events_at_most
+    from jlprof.engine.windowed.windows import events_at_most
 
     try:
         events = events_at_most(db)
@@ -352,7 +352,7 @@ def _warn_if_short(db: Path, say: _Say, events: int | None = None, free: int | N
     path still grows with the trace): a warning naming the cause and the way out, rather
     than the system stopping the run later with no word."""
     from jlprof.engine.memory import available_bytes
-    from jlprof.engine.windows import events_at_most
+    from jlprof.engine.windowed.windows import events_at_most
 
     free = available_bytes() if free is None else free
     if free is None:
@@ -385,7 +385,7 @@ def _load_windowed(
     """The profile of ``db`` by the windowed engine, the iteration report written as its
     windows are read and DLProf's database beside them (a job in ``dldb``); None when the
     export needs the whole-trace path (said why; no job started)."""
-    from jlprof.engine.windowed_run import Unsuitable
+    from jlprof.engine.windowed.windowed_run import Unsuitable
     from jlprof.profile import load_windowed
     from jlprof.reports.writers import iteration_files
 
@@ -412,7 +412,7 @@ def _start_windowed_dldb(
     target = _dldb_target(source, out, args, say)
     if target is None:
         return []
-    from jlprof.engine.windowed_run import WindowsDldb
+    from jlprof.engine.windowed.windowed_run import WindowsDldb
 
     sink = WindowsDldb(run, target)
     jobs.append(sink.job)
@@ -423,13 +423,13 @@ def _start_dldb(
     trace, source: Path, out: Path, args: argparse.Namespace, say: _Say
 ) -> list[InThread[Path]]:
     """DLProf's database, ``<profile_name>_dldb.sqlite`` (guide §2.3, §4.3), every run: the
-    trace for fast re-analysis with ``--database`` (jlprof's content, see engine/store.py).
+    trace for fast re-analysis with ``--database`` (jlprof's content, see engine/read/store.py).
     Started in a thread as soon as the trace is read: it needs nothing of the analysis, and
     writing it (~0.4 s at 1M kernels, ~4 s at 10M) overlaps the correlation."""
     target = _dldb_target(source, out, args, say)
     if target is None:
         return []
-    from jlprof.engine.store import save_trace
+    from jlprof.engine.read.store import save_trace
 
     return [
         InThread(lambda check: save_trace(trace, target, "--output_path", check), "jlprof-dldb")
@@ -553,7 +553,7 @@ def _fail(args: argparse.Namespace, message: str, status: int) -> int:
 
 def _partial_note(prof) -> str:
     """Says which partial intervals the summary's mean ± std iteration time leaves out."""
-    from jlprof.engine.outliers import excluded
+    from jlprof.engine.analyses.outliers import excluded
 
     left = excluded(prof.iterations, prof.iter_start, prof.iter_stop)
     if not left:

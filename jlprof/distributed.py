@@ -3,14 +3,15 @@
 ``load_ranks(paths)`` submits one task per rank to a ``distributed`` cluster: a
 ``LocalCluster`` sized to the machine (started and closed here), or an existing scheduler
 (``scheduler=`` / ``$JLPROF_SCHEDULER``) — the same code path. The workers read the files
-themselves (a shared filesystem) and return only :class:`~jlprof.engine.ranks.RankAggregates`,
-so the driver's memory grows with ranks × iterations, never with kernels. Per-rank DLProf
-reports are written by the workers under ``OUTPUT/rank<N>/``.
+themselves (a shared filesystem) and return only
+:class:`~jlprof.engine.analyses.ranks.RankAggregates`, so the driver's memory grows with ranks ×
+iterations, never with kernels. Per-rank DLProf reports are written by the workers under
+``OUTPUT/rank<N>/``.
 
 Rank rule: a trace's own rank when its capture environment carries one (``RANK``,
 ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``, ``PMIX_RANK``, ``SLURM_PROCID``: see
-:func:`jlprof.engine.ranks.trace_rank`), else its position in the order given (a directory or
-a glob sorted by name, numbers as numbers).
+:func:`jlprof.engine.analyses.ranks.trace_rank`), else its position in the order given (a directory
+or a glob sorted by name, numbers as numbers).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from jlprof.engine.analyses.ranks import RankAggregates, reduce_profile
 from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
-from jlprof.engine.ranks import RankAggregates, reduce_profile
 from jlprof.errors import InputError, JlprofError
 from jlprof.reports.ranks import RANK_REPORTS, analyse, write_rank_reports
 

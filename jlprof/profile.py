@@ -24,7 +24,7 @@ from jlprof.engine.analysis import (
     Analysis,
     check_options,
 )
-from jlprof.engine.trace import Trace
+from jlprof.engine.read.trace import Trace
 from jlprof.errors import InputError
 from jlprof.reports import REPORTS, catalog
 from jlprof.reports.diff import THRESHOLD_PCT, DiffResult, compare
@@ -67,7 +67,7 @@ class Profile(Analysis):
         """Join an Nsight Compute report's measured launches to this trace's kernels (docs/
         kernels.md): the kernel report gains the measured columns and says how its Tensor Core
         verdict was made. Returns the launches with ``gpu_row`` (-1: not in this trace)."""
-        from jlprof.engine import ncu as engine_ncu
+        from jlprof.engine.analyses import ncu as engine_ncu
         from jlprof.errors import AnalysisError
         from jlprof.nsys import ncu
 
@@ -172,7 +172,7 @@ class Profile(Analysis):
 
     def save(self, path: str | Path) -> Path:
         """Save the normalised trace as a jlprof database for fast re-analysis."""
-        from jlprof.engine.store import save_trace
+        from jlprof.engine.read.store import save_trace
 
         return save_trace(self.trace, path)
 
@@ -258,7 +258,7 @@ def load(
     op and kernel figures combined, not per iteration (no range slider, no other key node).
     ``ncu_report``: an Nsight Compute report joined to the kernels (:meth:`Profile.attach_ncu`).
     """
-    from jlprof.engine.store import read_any
+    from jlprof.engine.read.store import read_any
 
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be a file path (str or Path), got {path!r}.")
@@ -309,20 +309,20 @@ def load_windowed(
     manager factory (:func:`jlprof.reports.writers.iteration_files`) into which the iteration
     report, which needs every GPU row, is written window by window; the returned profile
     then has it in ``written_early``. ``on_run`` is called with the
-    :class:`~jlprof.engine.windowed_run.WindowedRun` once it is planned, before its windows,
-    and returns the sinks each window is given to (``put(k, window)``, then ``done()``).
+    :class:`~jlprof.engine.windowed.windowed_run.WindowedRun` once it is planned, before its
+    windows, and returns the sinks each window is given to (``put(k, window)``, then ``done()``).
     The profile's reports equal :func:`load`'s; it has no per-row frames (no dashboard
     timeline, no ``save``).
 
-    Raises :class:`jlprof.engine.windowed_run.Unsuitable` before reading any window when
+    Raises :class:`jlprof.engine.windowed.windowed_run.Unsuitable` before reading any window when
     the export needs the whole-trace path (PyTorch markers, a key node that is not a range).
     """
     from contextlib import nullcontext
 
     from jlprof.engine.analysis import check_range
-    from jlprof.engine.group_parts import GroupPartsInexact
-    from jlprof.engine.windowed import CarryBroken
-    from jlprof.engine.windowed_run import WINDOW_CALLS, Unsuitable, WindowedRun
+    from jlprof.engine.windowed.group_parts import GroupPartsInexact
+    from jlprof.engine.windowed.windowed import CarryBroken
+    from jlprof.engine.windowed.windowed_run import WINDOW_CALLS, Unsuitable, WindowedRun
 
     check_options(key_node, iter_start, iter_stop, domains, mode)
     run = WindowedRun(

@@ -144,8 +144,8 @@ def test_engine_imports_no_upper_layer_at_run_time() -> None:
     below = ("jlprof.engine", "jlprof.errors", "jlprof.version", "jlprof.outputs", "jlprof.nsys")
     code = (
         "import sys, pkgutil, importlib, jlprof.engine as e\n"
-        "for m in pkgutil.iter_modules(e.__path__):\n"
-        "    importlib.import_module('jlprof.engine.' + m.name)\n"
+        "for m in pkgutil.walk_packages(e.__path__, 'jlprof.engine.'):\n"
+        "    importlib.import_module(m.name)\n"
         f"print(sorted(m for m in sys.modules if m.startswith('jlprof.')"
         f" and not m.startswith({below!r})))"
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from jlprof.cli import main
-from jlprof.engine import aggregate, windowed_run
+from jlprof.engine.aggregate import aggregate
+from jlprof.engine.windowed import windowed_run
 from tests.fixtures.loops import small_training_export
 from tests.fixtures.scenarios import KEY_NODE, cpu_only_db, real_data_dir, real_traces, rich_db
 
@@ -169,7 +170,7 @@ def test_a_windowed_run_warns_when_memory_looks_short_even_for_it(tmp_path, monk
     runs on; with memory enough, or on the whole path, no word."""
     import jlprof.engine.memory as memory
     from jlprof import cli
-    from jlprof.engine.windows import events_at_most
+    from jlprof.engine.windowed.windows import events_at_most
 
     db = rich_db().write(tmp_path / "rich.sqlite")
     events = events_at_most(db)
@@ -206,11 +207,11 @@ def test_the_database_from_windows_is_the_whole_reads(tmp_path, calls):
     what save_trace writes of the whole read, on two GPUs with many streams, where GPU rows
     of a later window come before an earlier window's in the kernel table (the reorder
     buffer holds them)."""
-    from jlprof.engine.read import read_trace
-    from jlprof.engine.store import save_trace
-    from jlprof.engine.windowed import WorkPass
-    from jlprof.engine.windowed_run import WindowedRun, WindowsDldb
-    from jlprof.engine.windows import plan_windows
+    from jlprof.engine.read.read import read_trace
+    from jlprof.engine.read.store import save_trace
+    from jlprof.engine.windowed.windowed import WorkPass
+    from jlprof.engine.windowed.windowed_run import WindowedRun, WindowsDldb
+    from jlprof.engine.windowed.windows import plan_windows
 
     (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
     run = WindowedRun(db, mode="simple")
@@ -234,7 +235,7 @@ def test_a_late_call_that_launched_work_falls_back(tmp_path):
     """nsys stores a few calls late; one that launched GPU work would put that work in no
     window of its iteration: windows of whole iterations refuse the export (the CLI then
     reads the whole trace)."""
-    from jlprof.engine.windowed_run import Unsuitable, WindowedRun
+    from jlprof.engine.windowed.windowed_run import Unsuitable, WindowedRun
 
     (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
     with pytest.raises(Unsuitable, match="stored among a later window's calls launched GPU work"):
@@ -254,7 +255,7 @@ def test_a_windowed_run_that_fails_midway_leaves_no_file_and_no_thread(
     import sqlite3
     import threading
 
-    from jlprof.engine import windows
+    from jlprof.engine.windowed import windows
     from jlprof.reports import writers
 
     db = small_training_export(tmp_path / "loop.sqlite", steps=9)

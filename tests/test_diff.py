@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine.diff import NOISE_NS, NOISE_PCT, classify
+from jlprof.engine.analyses.diff import NOISE_NS, NOISE_PCT, classify
 from jlprof.options import OPTIONS
 from jlprof.reports.diff import (
     DIFF_TABLES,
@@ -521,7 +521,7 @@ def test_forward_and_backward_stay_apart_by_op_id(tmp_path) -> None:
 
 
 def test_match_keys_use_ids_only_where_both_sides_have_them() -> None:
-    from jlprof.engine.diff import match_keys
+    from jlprof.engine.analyses.diff import match_keys
 
     bk, nk = match_keys(
         np.array(["a:fprop", "a:bprop", "", "c:x"], object),

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from jlprof.cli import main
-from jlprof.engine.gpu_metrics import UNAVAILABLE, figure_of, read_gpu_metrics
+from jlprof.engine.analyses.gpu_metrics import UNAVAILABLE, figure_of, read_gpu_metrics
 from tests.fixtures.loops import small_training_export
 
 STEP_NS = 10_000  # one sample per GPU every 10 us

@@ -12,9 +12,9 @@ import pytest
 import jlprof
 from jlprof.cli import main
 from jlprof.distributed import rank_paths, several
-from jlprof.engine import schema
-from jlprof.engine.read import read_trace
-from jlprof.engine.store import is_dldb, save_trace
+from jlprof.engine.read import schema
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.store import is_dldb, save_trace
 from jlprof.options import OPTIONS
 from tests.fixtures.loops import small_training_export
 

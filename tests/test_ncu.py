@@ -330,7 +330,7 @@ def test_attach_ncu_joins_launches_and_the_kernel_report_measures(reports, tmp_p
 
 
 def test_join_uses_the_nvtx_range_and_leaves_unmatched_launches(reports):
-    from jlprof.engine import ncu as engine_ncu
+    from jlprof.engine.analyses import ncu as engine_ncu
 
     gpu = pd.DataFrame({
         "kind": ["kernel"] * 4 + ["memcpy"],
@@ -445,7 +445,7 @@ def test_the_roofline_tab_shows_measured_points(reports, tmp_path):
     fused = ncu.measured_rows(launches)[2]
     pts = av.measured_roofline_data(p, p.iter_start, p.iter_stop)
     # the kernel as the reports show it: nsys' bare "Kernel" named by its namespace
-    # (engine/kernel_names.py)
+    # (engine/correlate/kernel_names.py)
     assert len(pts) == 1 and pts["kernel"][0] == "cutlass::Kernel"
     assert pts["ai"][0] == pytest.approx(fused["flops"] / 1522944.0)
     assert pts["tflops"][0] == pytest.approx(fused["flops"] / 25984e-9 / 1e12)

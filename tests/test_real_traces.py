@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine import schema
-from jlprof.engine.read import read_trace
-from jlprof.engine.trace import GLOBAL_PID_MASK
+from jlprof.engine.read import schema
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.trace import GLOBAL_PID_MASK
 from jlprof.profile import REPORTS, Profile
 from tests.fixtures.scenarios import real_traces
 

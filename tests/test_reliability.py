@@ -552,7 +552,7 @@ def test_dldb_written_while_the_engine_works_fails_as_one_line(
 def test_a_failed_analysis_leaves_no_dldb(tmp_path, export, monkeypatch, capsys) -> None:
     """An unknown key node is found after the read, when the database's thread already
     writes: the thread is stopped and its file removed (no database of a failed run)."""
-    from jlprof.engine import store
+    from jlprof.engine.read import store
 
     started = []
     real = store._write_frames

@@ -87,7 +87,7 @@ def run_diff(argv: list[str]) -> int:
 
 
 def _diff(a: argparse.Namespace) -> int:
-    from jlprof.engine.ncu import compare
+    from jlprof.engine.analyses.ncu import compare
 
     df = compare(launches_frame(a.base, a.via), launches_frame(a.new, a.via))
     shown = df.assign(kernel=[_short(k) for k in df["kernel"]])
@@ -136,8 +136,9 @@ def _options_first(p: argparse.ArgumentParser, argv: list[str]) -> list[str]:
 
 
 def launches_frame(path: str | Path, via: str | None = None) -> Any:
-    """The report's launches with their measured figures (``engine.ncu.measured_frame``)."""
-    from jlprof.engine.ncu import measured_frame
+    """The report's launches with their measured figures
+    (``engine.analyses.ncu.measured_frame``)."""
+    from jlprof.engine.analyses.ncu import measured_frame
     from jlprof.nsys import ncu
 
     return measured_frame(ncu.measured_rows(ncu.read_ncu_report(path, via=via)))

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jlprof.commands import guarded
-from jlprof.engine.prof import COLUMNS, DEFAULT_COLUMNS
+from jlprof.engine.analyses.prof import COLUMNS, DEFAULT_COLUMNS
 from jlprof.errors import OptionError
 
 # PyProf's output.py: option -> (header, is an int, minimum width when columnated)
@@ -103,7 +103,7 @@ def formatter(cols: list[str], csv: bool, width: int) -> tuple[str, Any]:
 
 
 def lines(df: Any, cols: list[str], csv: bool = False, width: int = 0) -> Iterable[str]:
-    """PyProf's output of the table ``df`` (:func:`jlprof.engine.prof.prof_table`)."""
+    """PyProf's output of the table ``df`` (:func:`jlprof.engine.analyses.prof.prof_table`)."""
     head, fmt = formatter(cols, csv, width)
     yield head
     data = [df[c].tolist() for c in cols]
@@ -120,7 +120,7 @@ def run(argv: list[str]) -> int:
 
 
 def _print(a: argparse.Namespace) -> int:
-    from jlprof.engine.prof import prof_table
+    from jlprof.engine.analyses.prof import prof_table
     from jlprof.profile import load
     from jlprof.runs import run_database
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import (
+from jlprof.engine.aggregate.aggregate import (
     Cube,
     InstanceMetrics,
     build_cube,
@@ -23,22 +23,22 @@ from jlprof.engine.aggregate import (
     instance_metrics,
     launch_iterations,
 )
-from jlprof.engine.correlate import Correlated, correlate
-from jlprof.engine.iterations import (
+from jlprof.engine.aggregate.iterations import (
     DEFAULT_KEY_NODE,
     Iterations,
     find_iterations,
     key_node_instances,
     suggest_key_nodes,
 )
-from jlprof.engine.kernel_names import telling_names
+from jlprof.engine.correlate.correlate import Correlated, correlate
+from jlprof.engine.correlate.kernel_names import telling_names
 from jlprof.engine.memory import heavy_stage
-from jlprof.engine.read import NO_NVTX_TABLE
-from jlprof.engine.trace import Trace
+from jlprof.engine.read.read import NO_NVTX_TABLE
+from jlprof.engine.read.trace import Trace
 from jlprof.errors import AnalysisError, OptionError
 
 if TYPE_CHECKING:
-    from jlprof.engine.cube_parts import CubeParts
+    from jlprof.engine.windowed.cube_parts import CubeParts
 
 # Tried in order when no key node is given: DLProf's default, then jlprof.torch's range.
 DEFAULT_KEY_NODES = (DEFAULT_KEY_NODE, "optimizer_step")
@@ -124,8 +124,8 @@ def resolve_key_node(c: Correlated, key_node: str | None) -> str | None:
 class Analysis:
     """A correlated trace aggregated per iteration; re-aggregates without re-reading."""
 
-    # Nsight Compute's measured figures per kernel (``engine.ncu.per_kernel``), once a report
-    # is joined (``Profile.attach_ncu``); the kernel report shows them
+    # Nsight Compute's measured figures per kernel (``engine.analyses.ncu.per_kernel``), once a
+    # report is joined (``Profile.attach_ncu``); the kernel report shows them
     ncu_kernels: pd.DataFrame | None = None
 
     def __init__(
@@ -144,9 +144,9 @@ class Analysis:
         parts: CubeParts | None = None,
     ) -> None:
         """``correlated``: the correlation and instance figures when already computed (the
-        windowed engine's, :mod:`jlprof.engine.windowed`), else computed here from ``trace``.
-        ``range_only``: the reports are for ``iter_start..iter_stop`` alone (a command's),
-        so the cube keeps that range's op and kernel figures combined instead of per
+        windowed engine's, :mod:`jlprof.engine.windowed.windowed`), else computed here from
+        ``trace``. ``range_only``: the reports are for ``iter_start..iter_stop`` alone (a
+        command's), so the cube keeps that range's op and kernel figures combined instead of per
         iteration (``build_cube``'s ``only``: at 10M kernels 0.6 GB and 3 s less); the
         profile then answers that range alone and refuses any other. ``parts``: the cube's
         GPU figures summed by the windowed engine (with ``correlated``, whose GPU frame then
@@ -279,7 +279,7 @@ class Analysis:
     @property
     def gpu_labels(self) -> list[str]:
         """Visible GPUs (lanes of the timeline), idle ones included."""
-        from jlprof.engine.aggregate import gpu_lanes
+        from jlprof.engine.aggregate.aggregate import gpu_lanes
 
         if self.parts is not None:
             return self.parts.gpu_labels
@@ -294,7 +294,7 @@ class Analysis:
     def kernel_flags(self) -> pd.DataFrame:
         """Per distinct kernel (demangled-name code, as ``nsys stats -r gpukernsum`` tells
         kernels apart): uses_tc, is_memory and the short name shown beside it (one that tells
-        the kernel, :mod:`~jlprof.engine.kernel_names`). Computed once, not per report; a
+        the kernel, :mod:`~jlprof.engine.correlate.kernel_names`). Computed once, not per report; a
         verdict is never shared between namesakes."""
 
         def build() -> pd.DataFrame:

@@ -322,7 +322,7 @@ def analyse_capture(
         result.profile, warnings = analyse(result.database, opts, capture_domain=DOMAIN)
         result.warnings += warnings
         if opts.gpu_metrics and result.profile.report("gpu_metrics").empty:
-            from jlprof.engine.gpu_metrics import UNAVAILABLE
+            from jlprof.engine.analyses.gpu_metrics import UNAVAILABLE
 
             result.warnings.append(UNAVAILABLE)
         step(STEPS[5])
@@ -403,7 +403,7 @@ def analyse(
     A missing key node or a bad iteration range is a hint, not a failure: the profile is still
     worth looking at, and the message says what to change.
     """
-    from jlprof.engine.store import read_any
+    from jlprof.engine.read.store import read_any
     from jlprof.profile import Profile
 
     path = nsys.ensure_sqlite(database) if database.suffix != ".jlprof" else database

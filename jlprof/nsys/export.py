@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from jlprof.engine.schema import is_sqlite
+from jlprof.engine.read.schema import is_sqlite
 from jlprof.errors import JlprofError
 from jlprof.nsys.files import _check_input, _derived_target, _mark_derived, _reuse_or_refuse
 from jlprof.nsys.locate import (

@@ -3,9 +3,10 @@
 Each report is a function ``(analysis, lo, hi) -> DataFrame`` like DLProf's (``tables``), so the
 writers, ``--reports`` and ``Profile.report`` pick them up by name (``catalog.BUILDERS``):
 
-``idle_causes``         per GPU and iteration: idle time and its causes (``engine.idle``)
+``idle_causes``         per GPU and iteration: idle time and its causes (``engine.analyses.idle``)
 ``launch_stats``        per kernel: launch latency, queueing, launch-bound share, outliers
-``iteration_outliers``  per iteration: duration, partial, robust z, outlier (``engine.outliers``)
+``iteration_outliers``  per iteration: duration, partial, robust z, outlier
+                        (``engine.analyses.outliers``)
 ``roofline``            per op with modelled FLOPs: FLOP/s, B/s, intensity, roofline position
 ``gpu_metrics``         per GPU and iteration: nsys's sampled SM/Tensor active, DRAM bandwidth
 
@@ -20,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof.engine import flops as fl
-from jlprof.engine.aggregate import per_iteration
-from jlprof.engine.idle import CAUSE_LABELS, CAUSES, idle_causes
-from jlprof.engine.launch import in_range, launch_summary, launches
-from jlprof.engine.outliers import OUTLIER_K, iteration_outliers, partial_mask, steady
+from jlprof.engine.aggregate.aggregate import per_iteration
+from jlprof.engine.analyses import flops as fl
+from jlprof.engine.analyses.idle import CAUSE_LABELS, CAUSES, idle_causes
+from jlprof.engine.analyses.launch import in_range, launch_summary, launches
+from jlprof.engine.analyses.outliers import OUTLIER_K, iteration_outliers, partial_mask, steady
 from jlprof.reports.roofline import op_roofline, profile_gpu
 from jlprof.reports.tables import kernel_frame, op_frame, take_categorical
 
@@ -33,9 +34,9 @@ if TYPE_CHECKING:
 
 
 def gpu_metrics_samples(p: Analysis) -> pd.DataFrame:
-    """nsys's GPU metrics samples of the profile's export (``engine.gpu_metrics``; cached);
+    """nsys's GPU metrics samples of the profile's export (``engine.analyses.gpu_metrics``; cached);
     empty for a profile with none, or one loaded from a jlprof database."""
-    from jlprof.engine.gpu_metrics import COLUMNS, read_gpu_metrics
+    from jlprof.engine.analyses.gpu_metrics import COLUMNS, read_gpu_metrics
 
     def build() -> pd.DataFrame:
         src = getattr(p.trace, "source", None)
@@ -49,8 +50,8 @@ def gpu_metrics_samples(p: Analysis) -> pd.DataFrame:
 def gpu_metrics_report(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     """One row per (GPU, iteration) of lo..hi with GPU metrics samples: their count and mean
     SM active, Tensor active and DRAM bandwidth (% of peak); no rows where none were recorded
-    (``engine.gpu_metrics.UNAVAILABLE`` says why)."""
-    from jlprof.engine.gpu_metrics import per_iteration
+    (``engine.analyses.gpu_metrics.UNAVAILABLE`` says why)."""
+    from jlprof.engine.analyses.gpu_metrics import per_iteration
 
     return per_iteration(gpu_metrics_samples(p), p.iterations.bounds_ns, lo, hi)
 
@@ -93,7 +94,7 @@ def idle_by_gpu(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
 
 
 def launch_frame(p: Analysis) -> pd.DataFrame:
-    """Every traced kernel launch (``engine.launch.launches``), cached per key node."""
+    """Every traced kernel launch (``engine.analyses.launch.launches``), cached per key node."""
     return p.once(f"launches:{p.key_node}", lambda: launches(p.correlated, p.iterations))
 
 
@@ -156,7 +157,7 @@ def outliers_report(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
 
 def iteration_mean_std(p: Analysis, lo: int, hi: int) -> tuple[float, float, list[int]]:
     """Mean and population std of the iteration time over the complete iterations of lo..hi,
-    and the partial intervals left out (see ``engine.outliers``)."""
+    and the partial intervals left out (see ``engine.analyses.outliers``)."""
     idx = steady(p.iterations, lo, hi)
     dur = p.iterations.durations_ns()[idx].astype(np.float64)
     left = sorted(set(range(lo, hi + 1)) - set(idx.tolist()))
@@ -247,7 +248,8 @@ def _main_kernels(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
 
 
 def roofline_report(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
-    """Ops whose FLOPs or bytes are modelled (``engine.flops``), with their main kernel's rate."""
+    """Ops whose FLOPs or bytes are modelled (``engine.analyses.flops``), with their main kernel's
+    rate."""
     df = op_frame(p, lo, hi)
     r = op_roofline(p, df)
     has = ~np.isnan(r["Total FLOPs"].to_numpy())

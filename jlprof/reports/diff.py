@@ -27,8 +27,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof import outputs
-from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
-from jlprof.engine.diff import (
+from jlprof.engine.analyses.diff import (
     NOISE_NS,
     NOISE_PCT,
     STATUSES,
@@ -37,6 +36,7 @@ from jlprof.engine.diff import (
     match_keys,
     median_standard_error,
 )
+from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
 from jlprof.errors import OptionError
 from jlprof.outputs import prepare_folder
 from jlprof.reports.tables import kernel_frame, op_frame

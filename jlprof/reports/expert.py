@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.outliers import MIN_SAMPLE, OUTLIER_K, iteration_outliers
-from jlprof.engine.outliers import steady as steady_iterations
+from jlprof.engine.analyses.outliers import MIN_SAMPLE, OUTLIER_K, iteration_outliers
+from jlprof.engine.analyses.outliers import steady as steady_iterations
 from jlprof.reports import expert_pytorch  # framework-aware detectors (guide §10.10)
 from jlprof.reports.expert_shapes import bad_tensor_shape
 from jlprof.reports.expert_tensorflow import no_fusion
@@ -35,8 +35,8 @@ TC_TOP = 5  # how many TC-eligible ops to name as evidence
 
 def bad_iteration_range(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """A lot of variation between iterations, judged robustly (docs/reports.md): a complete
-    iteration that is an outlier (``engine.outliers``: above median + k scaled MADs) by more
-    than STEADY_BAND of the median, or a robust CV (scaled MAD / median) above the limit.
+    iteration that is an outlier (``engine.analyses.outliers``: above median + k scaled MADs) by
+    more than STEADY_BAND of the median, or a robust CV (scaled MAD / median) above the limit.
     Recommends the longest run of complete iterations within STEADY_BAND of the median with
     no outlier in it; the mean-based CV is evidence only (one slow step moves it)."""
     its = p.iterations

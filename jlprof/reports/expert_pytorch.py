@@ -2,10 +2,10 @@
 
 DLProf's PyTorch detectors (AMP, Dataloader, cuDNN benchmark, Slow API, Batch Size, Emit NVTX
 missing) read framework state the trace cannot show; here it comes from the ``jlprof:`` marks that
-``jlprof.torch`` writes (``jlprof.engine.annotations``), so every detector works from the saved
-profile alone. The rest read the trace: host-bound gaps between iterations, launch-bound steps,
-pageable/synchronous copies, host<->device copies inside the step, device syncs in the loop and
-torch.compile recompilations. Thresholds are module constants (documented, tested).
+``jlprof.torch`` writes (``jlprof.engine.correlate.annotations``), so every detector works from the
+saved profile alone. The rest read the trace: host-bound gaps between iterations, launch-bound
+steps, pageable/synchronous copies, host<->device copies inside the step, device syncs in the loop
+and torch.compile recompilations. Thresholds are module constants (documented, tested).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import DATALOADER
-from jlprof.engine.annotations import annotation_facts
+from jlprof.engine.aggregate.aggregate import DATALOADER
+from jlprof.engine.correlate.annotations import annotation_facts
 from jlprof.reports.finding import Finding
 from jlprof.reports.tables import detail
 

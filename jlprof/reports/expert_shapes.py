@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from jlprof.engine.tensorcore import explain_op_type
+from jlprof.engine.correlate.tensorcore import explain_op_type
 from jlprof.reports.finding import Finding
 from jlprof.reports.tables import detail
 

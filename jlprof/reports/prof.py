@@ -1,6 +1,6 @@
 """PyProf's kernel table as a report (``--reports prof``, ``Profile.report("prof")``).
 
-The rows are :func:`jlprof.engine.prof.prof_table`'s, kept where the kernel was launched in
+The rows are :func:`jlprof.engine.analyses.prof.prof_table`'s, kept where the kernel was launched in
 the iteration range; the columns carry the headers ``python -m pyprof.prof --csv`` prints
 (``Idx``, ``SeqId``, ... ``Sil(ns)``, ... ``Bytes``). ``Idx`` stays the kernel's number in
 the whole trace, so a row is found again in ``jlprof prof``'s output.
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.prof import COLUMNS, prof_table
+from jlprof.engine.analyses.prof import COLUMNS, prof_table
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis

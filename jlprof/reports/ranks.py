@@ -1,4 +1,4 @@
-"""Cross-rank reports from the ranks' aggregates (:mod:`jlprof.engine.ranks`).
+"""Cross-rank reports from the ranks' aggregates (:mod:`jlprof.engine.analyses.ranks`).
 
 * ``<profile_name>_ranks``: one row per rank (the issue's columns).
 * ``<profile_name>_rank_iterations``: one row per rank × iteration (the heatmap's data).
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof import outputs
-from jlprof.engine.ranks import RankAggregates
+from jlprof.engine.analyses.ranks import RankAggregates
 from jlprof.outputs import prepare_folder
 
 STRAGGLER_K = 3.0
@@ -85,7 +85,7 @@ def _analyse(aggs: Sequence[RankAggregates]) -> dict[str, pd.DataFrame]:
     with np.errstate(all="ignore"):
         overlap = np.where(comm_tot > 0, 100.0 * (comm_tot - exp_tot) / comm_tot, 0.0)
         # as the summary's Average Iteration Time: the partial first/last intervals left out
-        # when the rank's range holds complete ones (engine.outliers)
+        # when the rank's range holds complete ones (engine.analyses.outliers)
         n_r = np.array([a.iterations for a in aggs], np.int64)[:, None]
         cut = np.array([a.key_node is not None for a in aggs])[:, None] & (n_r >= 3)
         partial = cut & ((col == 0) | (col == n_r - 1))

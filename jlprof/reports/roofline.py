@@ -1,4 +1,5 @@
-"""FLOPs and roofline columns of DLProf's op rows (``engine.flops``, ``engine.gpu_peaks``).
+"""FLOPs and roofline columns of DLProf's op rows (``engine.analyses.flops``,
+``engine.analyses.gpu_peaks``).
 
 Shared by the detail report (columns appended after DLProf's) and the roofline report; it
 imports no other report module, so ``tables`` can use it.
@@ -11,8 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine import flops as fl
-from jlprof.engine.gpu_peaks import gpu_peaks
+from jlprof.engine.analyses import flops as fl
+from jlprof.engine.analyses.gpu_peaks import gpu_peaks
 
 if TYPE_CHECKING:
     from jlprof.engine.analysis import Analysis

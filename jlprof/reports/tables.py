@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import CATEGORIES, combine, flat_cpu_ns, row_windows
+from jlprof.engine.aggregate.aggregate import CATEGORIES, combine, flat_cpu_ns, row_windows
+from jlprof.engine.analyses.outliers import steady
 from jlprof.engine.analysis import DEFAULT_PROFILE_NAME
-from jlprof.engine.narrow import index_dtype
-from jlprof.engine.outliers import steady
+from jlprof.engine.read.narrow import index_dtype
 from jlprof.reports.roofline import roofline_columns
 from jlprof.version import __version__
 
@@ -192,7 +192,7 @@ def measured_columns(per_kernel: pd.DataFrame, df: pd.DataFrame) -> dict[str, An
     """Nsight Compute's figures per kernel (mean of its measured launches; NaN where ncu did
     not profile it) and the Tensor Core verdict with how it was decided (docs/kernels.md), for
     the rows of a (kernel, op) frame ``df`` (``kernel_frame``: ``kernel``, ``uses_tc``)."""
-    from jlprof.engine.ncu import REPORT_COLUMNS, tc_verdict
+    from jlprof.engine.analyses.ncu import REPORT_COLUMNS, tc_verdict
 
     m = per_kernel.reindex(df["kernel"].to_numpy())
     pipe = m["tensor_pipe_pct"].to_numpy(float)
@@ -214,7 +214,7 @@ def _kernel_columns(p: Analysis) -> list[str]:
         cols += [f"{s} {label} (ns)" for s, _ in STATS]
     cols.append("Long Kernel Name")
     if p.ncu_kernels is not None:  # the measured columns, as measured_columns adds them
-        from jlprof.engine.ncu import REPORT_COLUMNS
+        from jlprof.engine.analyses.ncu import REPORT_COLUMNS
 
         cols += ["TC Verdict", "Measured Launches", *REPORT_COLUMNS.values()]
     return cols
@@ -364,7 +364,7 @@ def _iteration_rows(p: Analysis, rows: slice | np.ndarray, inst_op: np.ndarray) 
     trace: a part of a 10M-row report costs its own rows only."""
     c = p.correlated
     g = c.gpu
-    inst = g["inst"].to_numpy()[rows]  # int32 row indices (engine/correlate.py): as held
+    inst = g["inst"].to_numpy()[rows]  # int32 row indices (engine/correlate/correlate.py): as held
     # each row's op, len(ops) for none: one int32 array that every op column gathers from
     # (take_categorical per column made ~200 MB of temporaries each at 10M rows)
     op = inst_op[np.maximum(inst, 0)]
@@ -387,13 +387,13 @@ def iteration_frame(
     """The iteration report's frame for the GPU rows ``rows`` of ``g`` (``Trace.gpu``'s
     columns), given per row its op (a row of ``ops``; ``len(ops)``: none), its iteration and
     its launching call (a row of ``api``, -1: none). The whole-trace report and the windowed
-    engine's windows (:mod:`jlprof.engine.windowed`) both build their rows here."""
+    engine's windows (:mod:`jlprof.engine.windowed.windowed`) both build their rows here."""
     view = isinstance(rows, slice)
 
     def col(a: np.ndarray) -> np.ndarray:
         return a[rows]
 
-    def i64(x: pd.Series) -> np.ndarray:  # the trace may hold it as int32 (engine/read.py)
+    def i64(x: pd.Series) -> np.ndarray:  # the trace may hold it as int32 (engine/read/read.py)
         return col(x.to_numpy()).astype(np.int64, copy=False)
 
     def cat(name: str) -> pd.Categorical:
@@ -449,7 +449,7 @@ def iteration_frame(
             "Block Z": i64(g["block_z"]),
             "Data Type": pick("data_type"),
             "Input Shapes": pick("input_shapes"),
-            # as the op's marker records its arguments (engine.params); no marker records
+            # as the op's marker records its arguments (engine.correlate.params); no marker records
             # outputs, so Output Shapes stays blank (docs/reports.md)
             "Parameters": pick("parameters") if "parameters" in ops else blank,
             "Output Shapes": blank,
@@ -471,9 +471,9 @@ def iteration_window(
     pytorch: bool,
 ) -> pd.DataFrame:
     """The iteration report's rows from one window of the windowed engine, whose GPU rows
-    are every GPU row of its iterations (:mod:`jlprof.engine.windowed`): those of iterations
-    lo..hi in (iteration, GPU start) order, so the windows' frames in turn are the report.
-    Per GPU row of ``g``: ``op`` (row of ``ops``), ``it``, ``call`` (row of ``api``)."""
+    are every GPU row of its iterations (:mod:`jlprof.engine.windowed.windowed`): those of
+    iterations lo..hi in (iteration, GPU start) order, so the windows' frames in turn are the
+    report. Per GPU row of ``g``: ``op`` (row of ``ops``), ``it``, ``call`` (row of ``api``)."""
     rows = _in_order(np.asarray(it), g["start_ns"].to_numpy(np.int64), lo, hi)
     return iteration_frame(ops, op[rows], it[rows], g, rows, api, call[rows], pytorch)
 
@@ -610,7 +610,7 @@ def system_config(p: Analysis) -> dict[str, Any]:
 def iterations_table(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
     """Guide §10.2's Iterations table (its rows only). Mean and std leave out the partial
     first/last intervals (start-up before the first key node, the tail after the last: see
-    ``engine.outliers``) when the range holds complete iterations; the CLI's progress line,
+    ``engine.analyses.outliers``) when the range holds complete iterations; the CLI's progress line,
     the dashboard card and the iteration_outliers report say which (``outliers.excluded``)."""
     it = p.iterations
     dur = it.durations_ns()[steady(it, lo, hi)]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from jlprof.engine.schema import export_error
+from jlprof.engine.read.schema import export_error
 
 MANIFEST = "jlprof_run.json"
 RUNS_DIR = "jlprof_runs"

@@ -1,7 +1,7 @@
 """The NVTX message format of ``jlprof.torch`` (documented in ``docs/pytorch.md``).
 
-Kept free of any ``torch`` import: the engine's parser (``jlprof.engine.ops``) and the tests use
-the same constants, so what the annotator writes is what the engine reads back.
+Kept free of any ``torch`` import: the engine's parser (``jlprof.engine.correlate.ops``) and the
+tests use the same constants, so what the annotator writes is what the engine reads back.
 
 Op range::
 

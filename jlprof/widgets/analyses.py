@@ -9,7 +9,7 @@ Five Bokeh tabs over the reports of ``jlprof.reports.analyses`` (one per analysi
 * **Outliers**: iteration times with the robust threshold, outliers marked, and for the chosen
   outlier its ops' GPU-time delta against their median iteration (why it is slow);
 * **Roofline**: achieved TFLOP/s against arithmetic intensity per op with recorded shapes, under
-  the GPU's roofs (``engine.gpu_peaks``).
+  the GPU's roofs (``engine.analyses.gpu_peaks``).
 * **PyProf**: PyProf's kernel table (the ``prof`` report) of the range's kernels: op,
   parameters, silicon time, FLOPs and bytes per launch; computed only while its tab is open
   (PyProf's sequential rules: ~0.1 ms a kernel, docs/kernels.md).
@@ -43,8 +43,8 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
-from jlprof.engine.gpu_peaks import gpu_peaks
-from jlprof.engine.idle import CAUSE_LABELS, CAUSES
+from jlprof.engine.analyses.gpu_peaks import gpu_peaks
+from jlprof.engine.analyses.idle import CAUSE_LABELS, CAUSES
 from jlprof.errors import AnalysisError
 from jlprof.reports import analyses as an
 from jlprof.reports import catalog

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import CATEGORIES
-from jlprof.engine.outliers import excluded, iteration_outliers
-from jlprof.engine.timeline import (  # the timelines are the engine's: re-exported for the views
+from jlprof.engine.aggregate.aggregate import CATEGORIES
+from jlprof.engine.aggregate.timeline import (  # the engine's timelines: re-exported for the views
     BINS_PER_LANE,
     MAX_KERNEL_GLYPHS,
     MAX_NVTX_GLYPHS,
@@ -23,6 +22,7 @@ from jlprof.engine.timeline import (  # the timelines are the engine's: re-expor
     gpu_timeline,
     nvtx_timeline,
 )
+from jlprof.engine.analyses.outliers import excluded, iteration_outliers
 from jlprof.reports import catalog
 from jlprof.reports.expert import findings
 from jlprof.reports.tables import (
@@ -65,7 +65,7 @@ def iterations(p: Analysis) -> pd.DataFrame:
     the visible GPUs, exactly as the summary's "... Duration %" rows average them, so the
     selected rows' sums over their wall time reproduce the summary's percentages.
     Outliers: slower than median + k scaled MADs of the complete iterations
-    (``engine.outliers``); the partial first/last intervals are marked, never outliers.
+    (``engine.analyses.outliers``); the partial first/last intervals are marked, never outliers.
     """
     it = p.iterations
     ti = p.cube.time_iter
@@ -267,7 +267,7 @@ def gpu_metrics_lane(p: Analysis, window_ns: tuple[int, int]) -> pd.DataFrame:
     """The timeline's GPU-metrics lane: nsys's samples in ``window_ns``, averaged over GPUs
     and into at most :data:`MAX_METRIC_POINTS` equal time bins (``ts_ns`` each bin's middle;
     SM active, Tensor active, DRAM read + write, % of peak). Empty without GPU metrics."""
-    from jlprof.engine.gpu_metrics import figure_of
+    from jlprof.engine.analyses.gpu_metrics import figure_of
     from jlprof.reports.analyses import gpu_metrics_samples
 
     cols = ["ts_ns", "sm_active", "tensor_active", "dram_bw"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import flat_cpu_ns, index_levels, per_iteration
+from jlprof.engine.aggregate.aggregate import flat_cpu_ns, index_levels, per_iteration
 from jlprof.reports.tables import (
     duration_breakdown,
     kernel_frame,

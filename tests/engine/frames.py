@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.trace import (
+from jlprof.engine.read.trace import (
     API_COLUMNS,
     GPU_COLUMNS,
     GPU_INFO_COLUMNS,
@@ -120,7 +120,8 @@ def gpu_info(cu_device: int, name: str = "NVIDIA A100") -> dict:
 def int64_layout(monkeypatch) -> None:
     """Make correlation and instance metrics keep every per-row column int64 (the layout
     before issue 18 narrowed them), to compare a narrowed run with."""
-    from jlprof.engine import aggregate, correlate, ranges
+    from jlprof.engine.aggregate import aggregate
+    from jlprof.engine.correlate import correlate, ranges
 
     monkeypatch.setattr(correlate, "index_dtype", lambda _n: np.int64)
     monkeypatch.setattr(ranges, "index_dtype", lambda _n: np.int64)  # range lanes, row indices

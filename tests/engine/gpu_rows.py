@@ -1,16 +1,16 @@
-"""The windowed work pass's :class:`~jlprof.engine.windowed.GpuRows`, window by window, beside
-the whole-trace analysis they must reproduce: for the tests of the cube's windowed parts."""
+"""The windowed work pass's :class:`~jlprof.engine.windowed.windowed.GpuRows`, window by window,
+beside the whole-trace analysis they must reproduce: for the tests of the cube's windowed parts."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jlprof.engine.aggregate import InstanceMetrics
+from jlprof.engine.aggregate.aggregate import InstanceMetrics
 from jlprof.engine.analysis import Analysis
-from jlprof.engine.correlate import Correlated
-from jlprof.engine.ranges import range_pass
-from jlprof.engine.read import read_trace
-from jlprof.engine.windowed import GpuRows, WorkPass, assemble
+from jlprof.engine.correlate.correlate import Correlated
+from jlprof.engine.correlate.ranges import range_pass
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.windowed.windowed import GpuRows, WorkPass, assemble
 from tests.engine.test_windowed import keyed_exports, windows_of
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.aggregate import combine, combine_reference
+from jlprof.engine.aggregate.aggregate import combine, combine_reference
 
 
 def cube_frame(seed: int, levels: list[str], iteration_major: bool) -> pd.DataFrame:

@@ -1,9 +1,9 @@
-"""``jlprof:`` metadata marks read back from an export (jlprof.engine.annotations)."""
+"""``jlprof:`` metadata marks read back from an export (jlprof.engine.correlate.annotations)."""
 
 from __future__ import annotations
 
-from jlprof.engine.annotations import annotation_events, annotation_facts
-from jlprof.engine.read import read_trace
+from jlprof.engine.correlate.annotations import annotation_events, annotation_facts
+from jlprof.engine.read.read import read_trace
 from jlprof.torch import format as fmt
 from tests.fixtures.nsysdb import NsysDb
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from jlprof.engine.correlate import correlate
-from jlprof.engine.ranges import _nest
+from jlprof.engine.correlate.correlate import correlate
+from jlprof.engine.correlate.ranges import _nest
 
 from .frames import call, gtid, kernel, make_trace, rng
 
@@ -225,7 +225,7 @@ def test_an_error_while_nesting_ranges_waits_for_the_launch_thread(monkeypatch):
     nothing goes on reading the trace behind the caller's back."""
     import threading
 
-    from jlprof.engine import correlate as corr
+    from jlprof.engine.correlate import correlate as corr
 
     from .interrupts import interrupt_beside_slow_work
 

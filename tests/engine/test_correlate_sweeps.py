@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.correlate import NONE, correlate, launching_calls
-from jlprof.engine.ranges import _innermost, _nest, _range_order
+from jlprof.engine.correlate.correlate import NONE, correlate, launching_calls
+from jlprof.engine.correlate.ranges import _innermost, _nest, _range_order
 
 from .frames import call, gtid, make_trace, rng
 

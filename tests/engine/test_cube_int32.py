@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine import aggregate, intervals
-from jlprof.engine.aggregate import combine, combine_reference
+from jlprof.engine.aggregate import aggregate, intervals
+from jlprof.engine.aggregate.aggregate import combine, combine_reference
 from jlprof.engine.analysis import Analysis
-from jlprof.engine.read import read_trace
+from jlprof.engine.read.read import read_trace
 from jlprof.reports import tables
 from tests.fixtures.nsysdb import NsysDb
 

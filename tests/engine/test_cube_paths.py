@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine import aggregate, intervals
-from jlprof.engine.aggregate import build_cube, instance_metrics
+from jlprof.engine.aggregate import aggregate, intervals
+from jlprof.engine.aggregate.aggregate import build_cube, instance_metrics
 from jlprof.engine.analysis import Analysis
-from jlprof.engine.correlate import NONE
-from jlprof.engine.read import read_trace
+from jlprof.engine.correlate.correlate import NONE
+from jlprof.engine.read.read import read_trace
 from tests.fixtures.loops import small_training_export
 from tests.fixtures.scenarios import KEY_NODE, real_data_dir, rich_db
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from jlprof.engine import aggregate
-from jlprof.engine.aggregate import build_cube, combine, per_iteration
-from jlprof.engine.read import read_trace
+from jlprof.engine.aggregate import aggregate
+from jlprof.engine.aggregate.aggregate import build_cube, combine, per_iteration
+from jlprof.engine.read.read import read_trace
 from jlprof.errors import AnalysisError
 from jlprof.profile import Profile
 from jlprof.reports import REPORT_NAMES, catalog

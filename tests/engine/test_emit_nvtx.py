@@ -1,4 +1,4 @@
-"""PyTorch emit_nvtx range texts: the grammar (``jlprof.engine.emit_nvtx``), real strings.
+"""PyTorch emit_nvtx range texts: the grammar (``jlprof.engine.correlate.emit_nvtx``), real strings.
 
 Strings marked *real* are copied from the real exports nsysai-fastvideo-wan-train-fsdp-2gpu
 and nsysai-fastvideo-wan-infer-sp2-2gpu (emit_nvtx, PyTorch 2.x); the others follow the
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from jlprof.engine import emit_nvtx
-from jlprof.engine.ops import parse_texts
+from jlprof.engine.correlate import emit_nvtx
+from jlprof.engine.correlate.ops import parse_texts
 
 CASES = [
     # text, name, seq, node, sizes, op type

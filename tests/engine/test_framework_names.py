@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 import jlprof
-from jlprof.engine.framework_names import parse_tensorflow, parse_tensorrt
-from jlprof.engine.ops import parse_texts
+from jlprof.engine.correlate.framework_names import parse_tensorflow, parse_tensorrt
+from jlprof.engine.correlate.ops import parse_texts
 from tests.fixtures.framework_traces import (
     KERNEL_NS,
     TRT_LAYERS,

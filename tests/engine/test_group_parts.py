@@ -1,5 +1,5 @@
-"""``group_iter``'s GPU figures accumulated window by window (:mod:`jlprof.engine.group_parts`)
-equal the whole-trace cube's, frame for frame."""
+"""``group_iter``'s GPU figures accumulated window by window
+(:mod:`jlprof.engine.windowed.group_parts`) equal the whole-trace cube's, frame for frame."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.group_parts import GroupParts, GroupPartsInexact
-from jlprof.engine.ranges import range_pass
-from jlprof.engine.windowed import GpuRows
-from jlprof.engine.windowed_run import ranges_correlated
+from jlprof.engine.correlate.ranges import range_pass
+from jlprof.engine.windowed.group_parts import GroupParts, GroupPartsInexact
+from jlprof.engine.windowed.windowed import GpuRows
+from jlprof.engine.windowed.windowed_run import ranges_correlated
 from tests.engine.gpu_rows import Streamed, stream, streams
 from tests.fixtures.nsysdb import NsysDb
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from jlprof.engine.intervals import clip_to_windows, isolated, merge, union_length
+from jlprof.engine.aggregate.intervals import clip_to_windows, isolated, merge, union_length
 
 
 def brute_union(group, start, end, ngroups):

@@ -1,7 +1,7 @@
 import numpy as np
 
-from jlprof.engine.correlate import correlate
-from jlprof.engine.iterations import find_iterations, suggest_key_nodes
+from jlprof.engine.aggregate.iterations import find_iterations, suggest_key_nodes
+from jlprof.engine.correlate.correlate import correlate
 
 from .frames import call, kernel, make_trace, rng
 from .synthetic import training_loop
@@ -55,7 +55,7 @@ def test_unequal_counts_fall_back_to_every_instance():
 
 
 def test_kernel_running_past_boundary_stays_in_launch_iteration():
-    from jlprof.engine.aggregate import build_cube, instance_metrics
+    from jlprof.engine.aggregate.aggregate import build_cube, instance_metrics
 
     t = make_trace(
         gpu=[kernel(50, 500, 1)],  # runs long after the boundary at 100
@@ -83,8 +83,8 @@ def test_suggest_ranks_the_periodic_marker_first():
 def test_cube_iteration_arrays_are_int32_and_slice_by_slice(monkeypatch):
     """inst_iter and gpu_iter are held as int32, computed a slice at a time: the same as
     searching every start (launch start for GPU rows) in the bounds at once."""
-    from jlprof.engine import aggregate
-    from jlprof.engine.aggregate import build_cube, instance_metrics
+    from jlprof.engine.aggregate import aggregate
+    from jlprof.engine.aggregate.aggregate import build_cube, instance_metrics
 
     t = make_trace(
         gpu=[kernel(50, 500, 1), kernel(120, 130, 2), kernel(260, 270, 3)],

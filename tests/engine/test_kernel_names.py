@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 import jlprof
-from jlprof.engine.kernel_names import telling_name
+from jlprof.engine.correlate.kernel_names import telling_name
 from tests.fixtures.scenarios import real_data_dir
 
 CUTLASS = (

@@ -1,6 +1,6 @@
 """The kernel parts summed window by window equal the whole-trace cube's, frame for frame.
 
-:class:`~jlprof.engine.kernel_parts.KernelParts` is fed the windowed work pass's GPU rows
+:class:`~jlprof.engine.windowed.kernel_parts.KernelParts` is fed the windowed work pass's GPU rows
 (``tests/engine/gpu_rows.py``: every keyed export by windows of 1 and 3 iterations and of 7
 and 1000 calls, which cut iterations and put GPU work in a later window than its launch)
 and must give ``aggregate._kernel_iter(..., only=(lo, hi))`` and ``Analysis.kernel_flags``
@@ -17,11 +17,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine import aggregate, kernel_parts
+from jlprof.engine.aggregate import aggregate
 from jlprof.engine.analysis import Analysis
-from jlprof.engine.kernel_names import telling_names
-from jlprof.engine.kernel_parts import KernelParts
-from jlprof.engine.windowed import GpuRows
+from jlprof.engine.correlate.kernel_names import telling_names
+from jlprof.engine.windowed import kernel_parts
+from jlprof.engine.windowed.kernel_parts import KernelParts
+from jlprof.engine.windowed.windowed import GpuRows
 from tests.engine.gpu_rows import stream, streams
 from tests.fixtures.scenarios import cpu_only_db, long_db
 

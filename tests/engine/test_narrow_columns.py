@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.aggregate import InstanceMetrics
+from jlprof.engine.aggregate.aggregate import InstanceMetrics
 from jlprof.engine.analysis import Analysis
-from jlprof.engine.read import read_trace
+from jlprof.engine.read.read import read_trace
 from tests.fixtures import scenarios as sc
 
 from .frames import int64_layout
@@ -153,6 +153,6 @@ def test_int32_figures_sum_in_int64(tmp_path, monkeypatch) -> None:
 
 @pytest.mark.parametrize("n, dtype", [(0, np.int32), (2**31 - 1, np.int32), (2**31, np.int64)])
 def test_row_indices_are_int32_below_2_31_rows(n, dtype) -> None:
-    from jlprof.engine.narrow import index_dtype
+    from jlprof.engine.read.narrow import index_dtype
 
     assert index_dtype(n) is dtype

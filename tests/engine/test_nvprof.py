@@ -1,4 +1,4 @@
-"""nvprof databases (``jlprof.engine.nvprof``): the frames, then every report against an nsys
+"""nvprof databases (``jlprof.engine.read.nvprof``): the frames, then every report against an nsys
 export of the same run, then ``jlprof prof`` against what PyProf printed for the database; then a
 real nvprof database of a training step (tests/data/nvprof/profiling-lm-v100) against its
 author's PyProf printout and NVIDIA/PyProf's.
@@ -21,10 +21,10 @@ import pytest
 
 import jlprof
 from jlprof.cli import main
-from jlprof.engine.nvprof import is_nvprof, read_nvprof
-from jlprof.engine.prof import prof_table
-from jlprof.engine.read import read_trace
-from jlprof.engine.schema import export_error
+from jlprof.engine.analyses.prof import prof_table
+from jlprof.engine.read.nvprof import is_nvprof, read_nvprof
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.schema import export_error
 from tests.fixtures.nsysdb import NsysDb
 from tests.fixtures.nvprof import LAUNCH_KERNEL, NvprofDb
 
@@ -88,7 +88,7 @@ def test_frames_of_an_nvprof_database(tmp_path):
     nv.mark(PID, MAIN_TID, 'jlprof:{"event": "step", "step": 1}', 40_000, value=7)
     path = nv.write(tmp_path / "net.sql")
     assert is_nvprof(path) and export_error(path) is None
-    t = read_trace(path)  # the one reader entry point hands it to jlprof.engine.nvprof
+    t = read_trace(path)  # the one reader entry point hands it to jlprof.engine.read.nvprof
     con = sqlite3.connect(path)
     k = con.execute("SELECT start, end, gridX, correlationId FROM "
                     "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ORDER BY start").fetchall()  # fmt: skip
@@ -256,7 +256,7 @@ def test_real_nvprof_prof_equals_nvidia_pyprof(lm_sql, capsys):
 
 
 def test_windowed_load_sends_nvprof_to_the_whole_path(tmp_path):
-    from jlprof.engine.windowed_run import Unsuitable
+    from jlprof.engine.windowed.windowed_run import Unsuitable
     from jlprof.profile import load_windowed
 
     nv, _ = twin()

@@ -15,9 +15,9 @@ import pytest
 
 import jlprof
 from jlprof.cli import main
-from jlprof.engine import schema
-from jlprof.engine.read import read_trace
-from jlprof.engine.trace import Trace
+from jlprof.engine.read import schema
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.trace import Trace
 from jlprof.profile import REPORTS
 from tests.fixtures.scenarios import real_data_dir, rich_db
 

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.correlate import correlate
-from jlprof.engine.nvtxsum import kernel_range_pairs, range_kernel_summary
+from jlprof.engine.aggregate.nvtxsum import kernel_range_pairs, range_kernel_summary
+from jlprof.engine.correlate.correlate import correlate
 
 from .frames import call, gtid, kernel, make_trace, rng
 

@@ -1,4 +1,4 @@
-"""PyProf's kernel table (``jlprof.engine.prof``, the ``prof`` report, ``jlprof prof``).
+"""PyProf's kernel table (``jlprof.engine.analyses.prof``, the ``prof`` report, ``jlprof prof``).
 
 Three independent checks: raw SQL per kernel on the real exports (silicon time, grid, block,
 stream, device, thread), PyProf's own output on the real PyProf-marked trace (every column; the
@@ -18,7 +18,7 @@ import pytest
 
 import jlprof
 from jlprof.cli import main
-from jlprof.engine.prof import COLUMNS, format_params, prof_table, short_name
+from jlprof.engine.analyses.prof import COLUMNS, format_params, prof_table, short_name
 from jlprof.reports.prof import HEADERS
 from tests.fixtures.nsysdb import NsysDb
 from tests.fixtures.scenarios import real_data_dir

@@ -1,4 +1,4 @@
-"""PyProf / DLProf-plugin dict markers (``jlprof.engine.pyprof``), table-driven.
+"""PyProf / DLProf-plugin dict markers (``jlprof.engine.correlate.pyprof``), table-driven.
 
 Strings marked *real* are copied from the real export mmagic-pyprof-a100 (pyprof, PyTorch
 2.x, A100); the ``funcStack`` and ``strRepr`` forms follow the markers of DLProf's PyTorch
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import jlprof
-from jlprof.engine import pyprof
+from jlprof.engine.correlate import pyprof
 from tests.fixtures.torch_traces import CONV_BWD, CONV_FWD, DUR, plugin_db
 
 CONV2D = (  # real

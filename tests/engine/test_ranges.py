@@ -1,5 +1,5 @@
-"""The range pass (``jlprof.engine.ranges``): what correlation derives from the NVTX ranges
-alone, and the per-call range lookup the windowed work pass will run window by window.
+"""The range pass (``jlprof.engine.correlate.ranges``): what correlation derives from the NVTX
+ranges alone, and the per-call range lookup the windowed work pass will run window by window.
 
 * the window property: ``calls_in_ranges`` on any subset of the calls (random subsets, in
   and out of order; contiguous windows of 1, 7 and 1000 rows) gives the rows of the
@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.correlate import correlate
-from jlprof.engine.ranges import (
+from jlprof.engine.correlate.correlate import correlate
+from jlprof.engine.correlate.ranges import (
     NONE,
     OP_KEY,
     Ranges,
@@ -31,8 +31,8 @@ from jlprof.engine.ranges import (
     calls_in_ranges,
     range_pass,
 )
-from jlprof.engine.read import read_trace
-from jlprof.engine.trace import Trace
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.trace import Trace
 from tests.fixtures.loops import small_training_export
 from tests.fixtures.scenarios import real_traces, rich_db
 from tests.fixtures.torch_traces import emit_nvtx_db, plugin_db

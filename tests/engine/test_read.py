@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine.read import read_trace
-from jlprof.engine.trace import (
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.trace import (
     API_COLUMNS,
     GPU_COLUMNS,
     MARK_COLUMNS,
@@ -377,7 +377,7 @@ def test_without_connectorx_sqlite3_reads_with_a_one_line_notice(
     exports, traces, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """connectorx is a core dependency; an install without it still reads, says so once."""
-    from jlprof.engine import read
+    from jlprof.engine.read import read
 
     monkeypatch.setitem(sys.modules, "connectorx", None)  # `import connectorx` raises
     monkeypatch.setattr(read, "_said_slow_reader", False)

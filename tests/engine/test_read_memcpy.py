@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jlprof.engine.read import read_trace
+from jlprof.engine.read.read import read_trace
 from tests.fixtures.nsysdb import NsysDb
 
 

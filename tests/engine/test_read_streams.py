@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine import read
-from jlprof.engine.narrow import narrow
-from jlprof.engine.read import read_trace
-from jlprof.engine.trace import Trace
+from jlprof.engine.read import read
+from jlprof.engine.read.narrow import narrow
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.trace import Trace
 from tests.fixtures.scenarios import rich_db
 
 FRAMES = ("gpu", "api", "nvtx", "marks", "osrt", "gpus")

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine.read import read_trace
-from jlprof.engine.store import is_jlprof_db, load_trace, save_trace
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.store import is_jlprof_db, load_trace, save_trace
 from jlprof.errors import InputError
 from tests.fixtures.loops import small_training_export
 
@@ -40,7 +40,7 @@ def test_dldb_sqlite_container_round_trip(tmp_path):
     by ``--database`` to the same reports; an nsys export is never mistaken for one."""
     import sqlite3
 
-    from jlprof.engine.store import is_dldb, read_any
+    from jlprof.engine.read.store import is_dldb, read_any
 
     export = small_training_export(tmp_path / "run.sqlite")
     trace = read_trace(export)
@@ -78,7 +78,7 @@ def test_dldb_frames_over_one_part_are_split_and_joined(tmp_path, monkeypatch):
     import json
     import sqlite3
 
-    from jlprof.engine import store
+    from jlprof.engine.read import store
 
     export = small_training_export(tmp_path / "run.sqlite")
     trace = read_trace(export)

@@ -1,4 +1,4 @@
-"""DLProf's database written part by part (:class:`jlprof.engine.store.DldbWriter`): the same
+"""DLProf's database written part by part (:class:`jlprof.engine.read.store.DldbWriter`): the same
 file, byte for byte, as the whole trace saved at once, whatever the parts and the order."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pytest
 
-from jlprof.engine import store
-from jlprof.engine.read import read_trace
-from jlprof.engine.store import FRAMES, load_trace, open_dldb, save_trace
+from jlprof.engine.read import store
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.store import FRAMES, load_trace, open_dldb, save_trace
 from tests.fixtures import scenarios as sc
 
 #: the cuts the brief names: single rows, odd sizes, and one batch (64Ki rows) and a bit

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine import tensorcore as tc
-from jlprof.engine.tensorcore import (
+from jlprof.engine.correlate import tensorcore as tc
+from jlprof.engine.correlate.tensorcore import (
     DEFAULT_KERNEL_RULE,
     DEFAULT_OP_TYPE_RULE,
     KERNEL_RULES,

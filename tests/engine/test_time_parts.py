@@ -1,4 +1,4 @@
-"""The time partition window by window (:class:`jlprof.engine.time_parts.TimeParts`) equals
+"""The time partition window by window (:class:`jlprof.engine.windowed.time_parts.TimeParts`) equals
 the whole-trace ``Cube.time_iter`` frame for frame, whatever the windows."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine import intervals
-from jlprof.engine.aggregate import _time_iter
-from jlprof.engine.iterations import Iterations
-from jlprof.engine.ranges import range_pass
-from jlprof.engine.time_parts import TimeParts
-from jlprof.engine.windowed import GpuRows
+from jlprof.engine.aggregate import intervals
+from jlprof.engine.aggregate.aggregate import _time_iter
+from jlprof.engine.aggregate.iterations import Iterations
+from jlprof.engine.correlate.ranges import range_pass
+from jlprof.engine.windowed.time_parts import TimeParts
+from jlprof.engine.windowed.windowed import GpuRows
 from tests.engine.gpu_rows import stream, streams
 from tests.fixtures.nsysdb import NsysDb
 from tests.fixtures.scenarios import KEY_NODE, cpu_only_db

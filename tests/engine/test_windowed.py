@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine.aggregate import instance_metrics
-from jlprof.engine.correlate import NONE, correlate
-from jlprof.engine.ranges import range_pass
-from jlprof.engine.read import read_trace
-from jlprof.engine.windowed import Window, WorkPass
+from jlprof.engine.aggregate.aggregate import instance_metrics
+from jlprof.engine.correlate.correlate import NONE, correlate
+from jlprof.engine.correlate.ranges import range_pass
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.windowed.windowed import Window, WorkPass
 from tests.fixtures.loops import small_training_export
 from tests.fixtures.scenarios import cpu_only_db, real_traces, rich_db
 
@@ -193,9 +193,9 @@ def windowed_analysis(trace, key, calls: int, lo: int | None = None, hi: int | N
     windows (the CLI's windowed path: the cube's GPU figures summed window by window), and
     the whole-trace one."""
     from jlprof.engine.analysis import Analysis
-    from jlprof.engine.cube_parts import CubeParts
-    from jlprof.engine.windowed import assemble
-    from jlprof.engine.windowed_run import ranges_correlated
+    from jlprof.engine.windowed.cube_parts import CubeParts
+    from jlprof.engine.windowed.windowed import assemble
+    from jlprof.engine.windowed.windowed_run import ranges_correlated
 
     one = Analysis(trace, key_node=key, iter_start=lo, iter_stop=hi, range_only=True)
     c, it = one.correlated, one.iterations

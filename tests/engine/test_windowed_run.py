@@ -15,8 +15,8 @@ import time
 import pandas as pd
 import pytest
 
-from jlprof.engine import windows
-from jlprof.engine.windowed_run import WindowedRun
+from jlprof.engine.windowed import windows
+from jlprof.engine.windowed.windowed_run import WindowedRun
 from jlprof.errors import InputError
 from tests.fixtures.loops import small_training_export
 
@@ -106,8 +106,8 @@ def test_what_the_run_lets_go_early_comes_back_whole(tmp_path) -> None:
     emit_nvtx top before the windows, and each GPU row's launch window; the assembled
     instances and ops are still the whole correlation's, threads of a start/end range ended
     on another thread (the rich scenario's ``handoff``) included."""
-    from jlprof.engine.correlate import correlate
-    from jlprof.engine.read import read_trace
+    from jlprof.engine.correlate.correlate import correlate
+    from jlprof.engine.read.read import read_trace
     from tests.fixtures.scenarios import KEY_NODE, rich_db
 
     db = rich_db().write(tmp_path / "rich.sqlite")

@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jlprof.engine import windows
-from jlprof.engine.correlate import correlate
-from jlprof.engine.read import read_trace
-from jlprof.engine.trace import Trace
-from jlprof.engine.windows import LaunchPlan, WindowReader, plan_windows, read_window
+from jlprof.engine.correlate.correlate import correlate
+from jlprof.engine.read.read import read_trace
+from jlprof.engine.read.trace import Trace
+from jlprof.engine.windowed import windows
+from jlprof.engine.windowed.windows import LaunchPlan, WindowReader, plan_windows, read_window
 from jlprof.errors import InputError
 from tests.fixtures.nsysdb import NsysDb
 from tests.fixtures.scenarios import (

@@ -1,9 +1,10 @@
 """jlprof against NVIDIA's own ``nsys stats`` reports, on a built export and every real one.
 
-* ``nvtxkernsum`` (NVTX Range Kernel Summary) vs ``jlprof.engine.nvtxsum.range_kernel_summary``:
-  every column per (NVTX Range, PID, TID, Kernel Name). nsys also lists kernels outside every
-  range, as rows whose range, style (and PID/TID when the API record is missing) are ``None``;
-  those are checked against the kernels jlprof finds in no range.
+* ``nvtxkernsum`` (NVTX Range Kernel Summary) vs
+  ``jlprof.engine.aggregate.nvtxsum.range_kernel_summary``: every column per (NVTX Range, PID, TID,
+  Kernel Name). nsys also lists kernels outside every range, as rows whose range, style (and PID/TID
+  when the API record is missing) are ``None``; those are checked against the kernels jlprof finds
+  in no range.
 * ``gpukernsum`` (groups by demangled name, grid, block) vs the iteration report grouped by
   ``Long Kernel Name``; ``gpukernsum:base`` (short names) vs the kernel report summed over ops.
 * ``cudaapisum`` vs the API frame. nsys 2022.4 strips only four-digit ``_vNNNN`` suffixes
@@ -24,8 +25,8 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine import schema
-from jlprof.engine.nvtxsum import kernel_range_pairs, range_kernel_summary
+from jlprof.engine.aggregate.nvtxsum import kernel_range_pairs, range_kernel_summary
+from jlprof.engine.read import schema
 from jlprof.profile import Profile
 from tests.fixtures.nsys_stats import cached_stats, nsys_path
 from tests.fixtures.scenarios import real_traces, rich_db
@@ -218,8 +219,8 @@ def check_gpukernsum(case: Case) -> int:
     )
     kr = prof.report("kernel")
     kr = kr[~kr["Kernel Name"].astype(str).isin(memory_names(prof))]
-    # the kernel report tells "Kernel"/"kernel" apart (engine/kernel_names.py); nsys' short
-    # name of each demangled one is the trace's
+    # the kernel report tells "Kernel"/"kernel" apart (engine/correlate/kernel_names.py); nsys'
+    # short name of each demangled one is the trace's
     g = prof.correlated.gpu
     nsys_short = dict(zip(g["long_name"].astype(str), g["name"].astype(str), strict=True))
     mk = kr.groupby(kr["Long Kernel Name"].astype(str).map(nsys_short)).agg(

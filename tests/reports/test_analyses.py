@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine import flops as fl
-from jlprof.engine.gpu_peaks import gpu_peaks
-from jlprof.engine.idle import SYNC_API
-from jlprof.engine.outliers import excluded
+from jlprof.engine.analyses import flops as fl
+from jlprof.engine.analyses.gpu_peaks import gpu_peaks
+from jlprof.engine.analyses.idle import SYNC_API
+from jlprof.engine.analyses.outliers import excluded
 from jlprof.profile import Profile
 from tests.engine.frames import call, gpu_info, kernel, make_trace, rng
 from tests.engine.synthetic import training_loop

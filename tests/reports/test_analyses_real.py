@@ -4,7 +4,8 @@
   kernexectrace`` (nsys 2022.4's name for the later ``cuda_kern_exec_trace``): API Start,
   Kernel Start, Queue Dur, launch by launch;
 * idle causes against a sweep-line reference written here (elementary segments between all
-  interval edges, Python counters, no ``engine.intervals``), and the sum rule on every trace;
+  interval edges, Python counters, no ``engine.aggregate.intervals``), and the sum rule on every
+  trace;
 * roofline of the mmagic PyProf trace (shapes recorded) against the closed forms.
 """
 
@@ -18,8 +19,8 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine.idle import SYNC_API
-from jlprof.engine.trace import GLOBAL_PID_MASK
+from jlprof.engine.analyses.idle import SYNC_API
+from jlprof.engine.read.trace import GLOBAL_PID_MASK
 from jlprof.profile import Profile
 from tests.fixtures.loops import small_training_export
 from tests.fixtures.nsys_stats import cached_stats, nsys_path
@@ -101,7 +102,7 @@ def _sweep_idle(p: Profile) -> pd.DataFrame:
     """Per (GPU lane, iteration) idle causes by a sweep over elementary segments (reference)."""
     c = p.correlated
     g, a, inst = c.gpu, c.api, c.inst
-    from jlprof.engine.aggregate import DATALOADER, gpu_lanes
+    from jlprof.engine.aggregate.aggregate import DATALOADER, gpu_lanes
 
     lane, labels = gpu_lanes(c)
     bounds = p.iterations.bounds_ns

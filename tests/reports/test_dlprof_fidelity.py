@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 import jlprof
-from jlprof.engine.ops import parse_texts
+from jlprof.engine.correlate.ops import parse_texts
 from jlprof.profile import Profile
 from tests.fixtures.scenarios import real_traces
 

@@ -33,7 +33,8 @@ def test_namesakes_are_separate_kernels(tmp_path: Path) -> None:
     p = build(tmp_path)
     k = p.report("kernel").set_index("Long Kernel Name")
     assert len(k) == 4
-    # nsys names both "Kernel"; shown by their CUTLASS configurations (engine/kernel_names.py)
+    # nsys names both "Kernel"; shown by their CUTLASS configurations
+    # (engine/correlate/kernel_names.py)
     assert k.loc[TENSOROP, "Kernel Name"] == "cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4"
     assert k.loc[SIMT, "Kernel Name"] == "cutlass_80_simt_sgemm_128x128_8x4_nn_align1"
     assert k.loc[TENSOROP, "Total GPU Time (ns)"] == 2_000

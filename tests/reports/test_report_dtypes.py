@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from jlprof.engine.analysis import Analysis
-from jlprof.engine.read import read_trace
+from jlprof.engine.read.read import read_trace
 from jlprof.reports import REPORT_NAMES, catalog, tables
 from tests.engine.frames import int64_layout
 from tests.fixtures import scenarios as sc

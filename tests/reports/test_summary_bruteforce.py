@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jlprof
-from jlprof.engine.outliers import excluded
+from jlprof.engine.analyses.outliers import excluded
 from jlprof.profile import Profile
 from tests.fixtures.scenarios import (
     ITERS,

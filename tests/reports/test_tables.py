@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from jlprof.engine.trace import GLOBAL_PID_MASK
+from jlprof.engine.read.trace import GLOBAL_PID_MASK
 from jlprof.errors import AnalysisError
 from jlprof.profile import REPORTS, Profile
 

@@ -413,7 +413,7 @@ def test_group_partials_are_built_with_the_cube_when_nothing_streams(
     With the stream running they wait for first use: the stream has the other core."""
     import threading
 
-    from jlprof.engine import aggregate
+    from jlprof.engine.aggregate import aggregate
 
     built: list[str] = []
     group_iter = aggregate._group_iter

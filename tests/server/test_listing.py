@@ -172,7 +172,7 @@ def test_walk_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_fifo_is_not_opened(tmp_path: Path) -> None:
     """A FIFO named like an export is refused without opening it (a read would wait forever)."""
-    from jlprof.engine.schema import is_sqlite
+    from jlprof.engine.read.schema import is_sqlite
 
     os.mkfifo(tmp_path / "x.sqlite")
     assert listing.nsys_sqlite_error(tmp_path / "x.sqlite") == "not a regular file"

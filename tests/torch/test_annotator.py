@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import jlprof
-from jlprof.engine.annotations import annotation_facts
+from jlprof.engine.correlate.annotations import annotation_facts
 
 from .conftest import BATCH, SLOW_DATA_MS, STEPS
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from jlprof.engine.annotations import MARK_PREFIX as ENGINE_PREFIX
-from jlprof.engine.annotations import _decode
-from jlprof.engine.ops import parse_annotation, parse_texts
+from jlprof.engine.correlate.annotations import MARK_PREFIX as ENGINE_PREFIX
+from jlprof.engine.correlate.annotations import _decode
+from jlprof.engine.correlate.ops import parse_annotation, parse_texts
 from jlprof.torch import format as fmt
 
 CASES = [

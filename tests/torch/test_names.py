@@ -23,7 +23,7 @@ from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 import jlprof.torch as jt  # noqa: E402
-from jlprof.engine.ops import parse_annotation  # noqa: E402
+from jlprof.engine.correlate.ops import parse_annotation  # noqa: E402
 from jlprof.torch import annotator  # noqa: E402
 from jlprof.torch.autoenable import pytorch_env  # noqa: E402
 

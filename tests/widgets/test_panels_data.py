@@ -99,7 +99,8 @@ def test_ops_and_top_10_match_the_detail_report(case) -> None:
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of intervals (a plain sweep, independent of engine.intervals)."""
+    """Length of the union of intervals (a plain sweep, independent of
+    engine.aggregate.intervals)."""
     total, cur_s, cur_e = 0, None, None
     for s, e in sorted(zip(starts.tolist(), ends.tolist(), strict=True)):
         if cur_e is None or s > cur_e:

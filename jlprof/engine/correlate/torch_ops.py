@@ -1,0 +1,132 @@
+"""emit_nvtx op instances: one op at the level the user called, backward linked to forward.
+
+PyTorch's ``emit_nvtx`` wraps every dispatcher call in a range, so ``aten::conv2d`` holds
+``aten::convolution`` holds ``aten::cudnn_convolution``. DLProf reports the op the user
+called, so the work (API calls, hence kernels) of a chain of nested emit_nvtx ranges goes to
+its outermost one (the *top*); the inner calls stay instances under it (children in the
+group-node tree).
+
+A pyprof / DLProf-plugin op call (``jlprof.engine.correlate.pyprof``) is such a range too, so the
+emit_nvtx calls inside it are its children; it is named by the ``funcStack`` of its call
+site when there is one.
+
+A backward top (``autograd::engine::evaluate_function: ConvolutionBackward0``) is linked to
+its forward op through the autograd sequence number (``jlprof.engine.correlate.emit_nvtx``): the
+forward top with that ``seq`` (the last one: ops that create no backward node leave the
+counter where it was) gives the op name, and the instance becomes that op's ``bprop`` row
+(guide §11.3). Everything here is array work over ranges; the only loops run over nesting
+depth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+NONE = -1
+
+
+def tops(is_torch: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per range: its outermost enclosing op-call range in an unbroken chain of them (itself
+    when its parent is not one); -1 for ranges that are not op calls (``is_torch``)."""
+    n = len(parent)
+    top = np.where(is_torch, np.arange(n), NONE)
+    cur = np.flatnonzero(is_torch)
+    while len(cur):
+        p = parent[top[cur]]
+        up = (p >= 0) & is_torch[np.maximum(p, 0)]
+        cur = cur[up]
+        top[cur] = p[up]
+    return top
+
+
+def range_labels(
+    parsed: pd.DataFrame,
+    text_code: np.ndarray,
+    parent: np.ndarray,
+    top: np.ndarray,
+    start: np.ndarray,
+    process: np.ndarray,
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Each range's op, as a label of parsed texts: (labels, label per range).
+
+    ``labels`` has one row per distinct label: ``name_text`` (the text naming the op),
+    ``type_text`` (the text giving type, shapes and direction) and ``bprop``. Usually both
+    texts are the range's own; a pyprof op call under a call-site marker is named by that
+    marker (:func:`label_names`); a linked backward top is its forward op (the forward top's
+    label) as bprop, and a forward-typed call inside a backward top runs for bprop too.
+    """
+    n = len(text_code)
+    name_src = text_code.copy()
+    type_src = text_code.copy()
+    bprop = np.zeros(n, dtype=bool)
+    if n:
+        kind = parsed["pyprof"].to_numpy(object)
+        rows = np.flatnonzero(kind[text_code] == "op")
+        p = parent[rows]
+        mod = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "module")
+        p = np.where(mod, parent[np.maximum(p, 0)], p)
+        site = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "trace")
+        name_src[rows[site]] = text_code[p[site]]
+        linked, fwd, inner = _backward(parsed, text_code, top, start, process)
+        name_src[linked], type_src[linked] = name_src[fwd], type_src[fwd]
+        bprop[linked] = True
+        bprop[inner] = True
+    n_t = max(len(parsed), 1)
+    key = (name_src.astype(np.int64) * n_t + type_src) * 2 + bprop
+    code, uniq = pd.factorize(key)
+    uniq = np.asarray(uniq, dtype=np.int64)
+    labels = pd.DataFrame(
+        {"name_text": uniq // 2 // n_t, "type_text": uniq // 2 % n_t, "bprop": uniq % 2 == 1}
+    )
+    return labels, code.astype(np.int64)
+
+
+def label_names(parsed: pd.DataFrame, labels: pd.DataFrame) -> np.ndarray:
+    """Op name per label: the type text's name, or for a pyprof op call under a call-site
+    marker the marker's ``funcStack`` module path (DLProf's plugin), else the op and its call
+    site, ``torch.nn.functional.conv2d (model.py:23)`` (plain pyprof): ops are call sites."""
+    names = parsed["op_name"].to_numpy(object)
+    stack = parsed["func_stack"].to_numpy(object)
+    nt = labels["name_text"].to_numpy(np.int64)
+    tt = labels["type_text"].to_numpy(np.int64)
+    out = names[tt].copy()
+    for i in np.flatnonzero(nt != tt):  # distinct (call site, op) labels only
+        out[i] = stack[nt[i]] or f"{names[tt[i]]} ({names[nt[i]]})"
+    return out
+
+
+def _backward(
+    parsed: pd.DataFrame,
+    text_code: np.ndarray,
+    top: np.ndarray,
+    start: np.ndarray,
+    process: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(linked backward tops, their forward tops, forward-typed calls inside backward tops).
+
+    A wrapper without a seq of its own (``evaluate_function``) takes the seq of the backward
+    node range inside it. A forward seq is that of any emit_nvtx call under a forward top
+    (a pyprof op call holds the emit_nvtx calls that carry it); the last top by start wins.
+    Sequence numbers are per process (``process``: a code per range), never matched across.
+    """
+    seq = parsed["seq"].to_numpy(np.int64)[text_code]
+    span = int(seq.max()) + 2 if len(seq) else 1
+    pkey = process.astype(np.int64) * span  # (process, seq) as one key; -1 stays negative
+    node = parsed["bwd_node"].to_numpy(bool)[text_code]
+    idx = np.arange(len(top))
+    is_top = (top >= 0) & (top == idx)
+    top_seq = np.where(is_top & node, seq, NONE)
+    inner_node = (top >= 0) & ~is_top & node & (seq >= 0)
+    fill = inner_node & (top_seq[np.maximum(top, 0)] < 0)
+    top_seq[top[fill]] = seq[fill]
+    bwd_top = is_top & node
+    fwd = np.flatnonzero((top >= 0) & ~node & (seq >= 0) & ~bwd_top[np.maximum(top, 0)])
+    fwd = fwd[np.argsort(start[fwd], kind="stable")]
+    by_seq = pd.Series(top[fwd], index=pkey[fwd] + seq[fwd])
+    by_seq = by_seq[~by_seq.index.duplicated(keep="last")]
+    rows_b = np.flatnonzero(bwd_top & (top_seq >= 0))
+    f = by_seq.reindex(pkey[rows_b] + top_seq[rows_b]).to_numpy()
+    ok = ~np.isnan(f)
+    inner = np.flatnonzero((top >= 0) & ~is_top & ~node & bwd_top[np.maximum(top, 0)])
+    return rows_b[ok], f[ok].astype(np.int64), inner

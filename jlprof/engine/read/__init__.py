@@ -1,0 +1,1 @@
+"""Stage 1, read: nsys SQLite exports, nvprof databases and jlprof's own store into typed frames."""

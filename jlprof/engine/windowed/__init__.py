@@ -1,0 +1,1 @@
+"""The windowed engine: the same stages window by window, for traces too large to hold whole."""
