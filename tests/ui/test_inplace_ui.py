@@ -98,8 +98,10 @@ def inplace_lab(lab_server: LabServer, page: Any):
 def test_enable_then_profile_in_place_shows_the_dashboard(inplace_lab: LabServer, page) -> None:
     lab = inplace_lab
     open_notebook(page, lab, PATH)
-    status, kernels = lab.api("api/kernels")
-    assert status == 200 and len(kernels) == 1, kernels
+    # this notebook's kernel (the session-wide server may hold other tests' kernels)
+    status, sessions = lab.api("api/sessions")
+    kernels = [s["kernel"] for s in sessions if s.get("path") == PATH] if status == 200 else []
+    assert len(kernels) == 1, sessions
     name = nsys_session.session_name(kernels[0]["id"])
     assert nsys_session.agent_pids(name) == []  # a plain kernel so far
 
