@@ -173,3 +173,22 @@ def test_real_nsys_three_captures_from_one_launched_process(tmp_path: Path) -> N
             sess.recover()
             proc.kill()
     assert ns.agent_pids(name) == [] or sess.state() in (None, "Shutdown")
+
+
+def test_start_lock_admits_one_nsys_start_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    """nsys 2022.4 hangs when two sessions start at the same instant: jlprof's starts take a
+    per-user lock that another process cannot take while it is held."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    take = (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    )
+    with nsys.start_lock():
+        (lock,) = tmp_path.glob("jlprof-nsys-start-*.lock")
+        assert oct(lock.stat().st_mode & 0o777) == "0o600"
+        held = subprocess.run([sys.executable, "-c", take, str(lock)], capture_output=True)
+        assert held.returncode != 0 and b"BlockingIOError" in held.stderr
+    free = subprocess.run([sys.executable, "-c", take, str(lock)], capture_output=True)
+    assert free.returncode == 0, free.stderr

@@ -42,7 +42,7 @@ from jlprof.nsys.qdstrm import import_qdstrm
 from jlprof.nsys.run import ProfileResult, _generated_paths, _stop_nsys, run_profile
 from jlprof.nsys.session import Session as NsysSession
 from jlprof.nsys.stats import STATS_RENAMES, run_stats, stats_header, stats_reports
-from jlprof.nsys.tool import IMPORTER_NOTE, NsysTimeout
+from jlprof.nsys.tool import IMPORTER_NOTE, NsysTimeout, start_lock
 
 __all__ = [
     "DEFAULT_TRACE",
@@ -70,6 +70,7 @@ __all__ = [
     "profile_command",
     "run_profile",
     "run_stats",
+    "start_lock",
     "stats_header",
     "stats_reports",
 ]

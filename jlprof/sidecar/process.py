@@ -254,46 +254,48 @@ class Sidecar:
             PIPE: f"ipc://{self.dir / 'pipe'}",
         }
         self.say(f"starting the sidecar kernel under nsys {info.version_text}")
-        # its own session: a notebook-kernel interrupt (SIGINT to our process group) must not
-        # reach nsys, which would end the whole profiling session
-        self.proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.cwd,
-            env=env,
-            text=True,
-            errors="replace",
-            bufsize=1,
-            start_new_session=True,
-        )
-        _write_owners(self.dir, os.getpid(), self.proc.pid)
-        self._reader = threading.Thread(target=self._read_output, daemon=True)
-        self._reader.start()
-        self.started_at = time.time()
-        client = BlockingKernelClient(connection_file=str(conn))
-        client.load_connection_file()
-        client.start_channels()
-        self.client = client
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                self._cleanup()
-                raise nsys.NsysFailed(
-                    f"the sidecar kernel did not start under nsys (exit {self.proc.returncode}): "
-                    f"{nsys._last_lines(self.tail)}",
-                    list(self.tail),
-                )
-            try:
-                client.wait_for_ready(timeout=2)
-                break
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    self.shutdown()
+        # one nsys session starts at a time (nsys.start_lock: two at once hang in 2022.4)
+        with nsys.start_lock():
+            # its own session: a notebook-kernel interrupt (SIGINT to our process group) must not
+            # reach nsys, which would end the whole profiling session
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
+                env=env,
+                text=True,
+                errors="replace",
+                bufsize=1,
+                start_new_session=True,
+            )
+            _write_owners(self.dir, os.getpid(), self.proc.pid)
+            self._reader = threading.Thread(target=self._read_output, daemon=True)
+            self._reader.start()
+            self.started_at = time.time()
+            client = BlockingKernelClient(connection_file=str(conn))
+            client.load_connection_file()
+            client.start_channels()
+            self.client = client
+            deadline = time.monotonic() + timeout
+            while True:
+                if self.proc.poll() is not None:
+                    self._cleanup()
                     raise nsys.NsysFailed(
-                        f"the sidecar kernel did not answer within {timeout:.0f} s"
-                    ) from None
+                        "the sidecar kernel did not start under nsys "
+                        f"(exit {self.proc.returncode}): {nsys._last_lines(self.tail)}",
+                        list(self.tail),
+                    )
+                try:
+                    client.wait_for_ready(timeout=2)
+                    break
+                except RuntimeError:
+                    if time.monotonic() > deadline:
+                        self.shutdown()
+                        raise nsys.NsysFailed(
+                            f"the sidecar kernel did not answer within {timeout:.0f} s"
+                        ) from None
         res = self.execute(
             "import jlprof.sidecar.capture as _jlprof_capture",
             silent=True,
