@@ -26,15 +26,15 @@ from jlprof.nsys import session as nsys_session
 from jlprof.nsys.files import wait_stable
 from jlprof.nsys.locate import NsysFailed
 from jlprof.sidecar.capture import Capture
-from jlprof.sidecar.inplace import ERROR_ENV, OPTS_ENV, launch_options
+from jlprof.sidecar.inplace import (
+    ERROR_ENV,
+    OPTS_ENV,
+    PROVISIONER_ENV,
+    launch_options,
+    request_path,
+)
 
 COMMANDS = ("enable", "disable", "start", "stop")
-PROVISIONER_ENV = "JLPROF_PROVISIONER"
-"""Set by jlprof's kernel provisioner (server extension) in the kernels it starts; this name,
-:data:`REQUEST_PREFIX` and the launcher's ``OPTS_ENV`` are shared with ``jlprof.server.provisioner``
-(a test checks they agree)."""
-REQUEST_PREFIX = "jlprof-inplace-"
-"""``<runtime dir>/jlprof-inplace-<kernel id>.json``: what the provisioner reads at a (re)start."""
 KERNELSPEC = "jlprof-inplace"
 HOW = (
     f"choose the kernel 'Python 3 (jlprof, in place)' ({KERNELSPEC}; VS Code, nbclient: "
@@ -185,12 +185,6 @@ def _kernel_id() -> str | None:
 
         return Path(get_connection_file()).stem.removeprefix("kernel-")
     return None
-
-
-def request_path(kernel_id: str) -> Path:
-    from jupyter_core.paths import jupyter_runtime_dir
-
-    return Path(jupyter_runtime_dir()) / f"{REQUEST_PREFIX}{kernel_id}.json"
 
 
 def restart_with(enabled: bool, nsys_opts: str, say: run.Say) -> None:

@@ -14,24 +14,14 @@ import contextlib
 import json
 import sys
 from importlib.metadata import EntryPoint
-from pathlib import Path
 from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 from jupyter_client.provisioning.factory import KernelProvisionerFactory
 
+from jlprof.sidecar.inplace import OPTS_ENV, PROVISIONER_ENV, request_path
+
 NAME = "jlprof-inplace-provisioner"
-PROVISIONER_ENV = "JLPROF_PROVISIONER"
-"""Set in the kernels this provisioner starts, to the kernel's id (the server's, which the
-connection file's name need not carry)."""
-OPTS_ENV = "JLPROF_INPLACE_NSYS_OPTS"
-REQUEST_PREFIX = "jlprof-inplace-"  # the magic's names (jlprof.magics.inplace): one protocol
-
-
-def request_path(kernel_id: str) -> Path:
-    from jupyter_core.paths import jupyter_runtime_dir
-
-    return Path(jupyter_runtime_dir()) / f"{REQUEST_PREFIX}{kernel_id}.json"
 
 
 def read_request(kernel_id: str) -> dict[str, Any]:

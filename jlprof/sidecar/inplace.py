@@ -27,6 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 OPTS_ENV = "JLPROF_INPLACE_NSYS_OPTS"
+PROVISIONER_ENV = "JLPROF_PROVISIONER"
+"""Set by jlprof's kernel provisioner (server extension) in the kernels it starts, to the
+kernel's id: the protocol between the magic (``%dlprof enable``) and ``jlprof.server.provisioner``
+is these names and :func:`request_path`."""
+REQUEST_PREFIX = "jlprof-inplace-"
+"""``<runtime dir>/jlprof-inplace-<kernel id>.json``: what the provisioner reads at a (re)start."""
 ERROR_ENV = "JLPROF_INPLACE_ERROR"
 DEFAULT_LAUNCH = ("--trace=cuda,nvtx,osrt",)
 """jlprof's traced APIs (``nsys.DEFAULT_TRACE``), as a launch option."""
@@ -140,3 +146,10 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def request_path(kernel_id: str) -> Path:
+    """Where ``%dlprof enable|disable`` leaves its request for the provisioner."""
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    return Path(jupyter_runtime_dir()) / f"{REQUEST_PREFIX}{kernel_id}.json"

@@ -11,11 +11,13 @@ from jupyter_client.provisioning.factory import KernelProvisionerFactory
 
 from jlprof.magics import inplace
 from jlprof.server import provisioner
+from jlprof.sidecar import inplace as launcher
 
 
 def test_the_magic_and_the_provisioner_share_one_protocol() -> None:
     assert inplace.PROVISIONER_ENV == provisioner.PROVISIONER_ENV
-    assert inplace.REQUEST_PREFIX == provisioner.REQUEST_PREFIX
+    assert inplace.request_path("k") == provisioner.request_path("k")
+    assert inplace.request_path("k").name.startswith(launcher.REQUEST_PREFIX)
     assert inplace.OPTS_ENV == provisioner.OPTS_ENV
 
 
