@@ -23,12 +23,13 @@ import time
 import traceback
 from pathlib import Path
 
+from jlprof.background import InThread
 from jlprof.console import StageProgress
 from jlprof.distributed import several
 from jlprof.engine.read.schema import version_line
 from jlprof.errors import InputError, JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
-from jlprof.outputs import InThread, folder_lock, prepare_folder, written
+from jlprof.outputs import folder_lock, prepare_folder, written
 from jlprof.reports import ALIASES, REPORTS
 from jlprof.reports.writers import available, check_outputs, report_path
 from jlprof.version import __version__

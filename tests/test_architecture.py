@@ -19,7 +19,7 @@ ROOT = Path(jlprof.__file__).parent
 
 # lowest first; a module may import only from its own layer or the ones below it
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("jlprof.version", "jlprof.errors", "jlprof.outputs"),
+    ("jlprof.version", "jlprof.errors", "jlprof.outputs", "jlprof.writer", "jlprof.background"),
     ("jlprof.engine", "jlprof.nsys"),
     ("jlprof.reports",),
     ("jlprof.widgets",),
@@ -141,7 +141,15 @@ def test_engine_imports_no_upper_layer_at_run_time() -> None:
     import subprocess
     import sys
 
-    below = ("jlprof.engine", "jlprof.errors", "jlprof.version", "jlprof.outputs", "jlprof.nsys")
+    below = (
+        "jlprof.engine",
+        "jlprof.errors",
+        "jlprof.version",
+        "jlprof.outputs",
+        "jlprof.writer",
+        "jlprof.background",
+        "jlprof.nsys",
+    )
     code = (
         "import sys, pkgutil, importlib, jlprof.engine as e\n"
         "for m in pkgutil.walk_packages(e.__path__, 'jlprof.engine.'):\n"

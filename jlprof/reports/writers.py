@@ -25,7 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from jlprof import outputs
+from jlprof import background, outputs
 from jlprof.errors import OptionError
 from jlprof.outputs import prepare_folder
 from jlprof.reports import ALIASES, REPORT_NAMES, REPORTS, catalog
@@ -140,7 +140,7 @@ def write_reports(
     say = progress or (lambda _m: None)
     prepare_folder(output)
     written: dict[str, list[Path]] = {}
-    streamed: outputs.InThread[None] | None = None
+    streamed: background.InThread[None] | None = None
     try:
         # the iteration report first: it streams in a thread while the others are built
         for rep in sorted(reports, key=lambda r: r != "iteration"):
@@ -189,7 +189,7 @@ def _write_one(p: Analysis, rep: str, todo: dict[str, Path], say: Callable[[str]
 
 def _start_streamed(
     p: Analysis, todo: dict[str, Path], say: Callable[[str], None]
-) -> outputs.InThread[None]:
+) -> background.InThread[None]:
     """The iteration report, part by part (:func:`tables.iteration_parts`), into every format
     at once, in a thread of its own while the caller builds the other reports (at 10M
     kernels its 4.5 GB CSV takes ~3.5 s of one core; the others, with the group-node
@@ -211,7 +211,7 @@ def _start_streamed(
                 write(part)
                 del part
 
-    return outputs.InThread(work, "jlprof-iteration")
+    return background.InThread(work, "jlprof-iteration")
 
 
 @contextmanager

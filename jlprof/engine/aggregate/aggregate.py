@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from jlprof.background import InThread
 from jlprof.engine.aggregate import intervals
 from jlprof.engine.aggregate.iterations import Iterations
 from jlprof.engine.correlate.correlate import NONE, Correlated
 from jlprof.engine.read.narrow import INT32, index_dtype, narrow
 from jlprof.errors import AnalysisError
-from jlprof.outputs import InThread
 
 DATALOADER = re.compile(r"data_?loader|dataloader|DataLoader|data_load", re.I)
 # Priority partition of wall time (guide §10.2 "Summary Report"), highest first.

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from jlprof.background import InThread
 from jlprof.engine.aggregate import intervals
 from jlprof.engine.correlate.ops import unassociated_name
 from jlprof.engine.correlate.ranges import (
@@ -60,7 +61,6 @@ from jlprof.engine.correlate.tensorcore import kernel_uses_tc
 from jlprof.engine.read import schema
 from jlprof.engine.read.narrow import index_dtype, narrow
 from jlprof.engine.read.trace import GLOBAL_PID_MASK, Trace
-from jlprof.outputs import InThread
 
 MAX_PATH_CHARS = 1024
 

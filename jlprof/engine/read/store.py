@@ -32,10 +32,11 @@ from typing import IO
 
 import pandas as pd
 
+from jlprof.background import Checked
 from jlprof.engine.read.schema import sqlite_uri
 from jlprof.engine.read.trace import Trace
 from jlprof.errors import InputError
-from jlprof.outputs import Checked, written
+from jlprof.outputs import written
 
 FORMAT = "jlprof-trace"
 VERSION = 2  # 2: a dldb frame may span rows name, name.1, ... (_BlobParts)
@@ -486,7 +487,7 @@ def save_trace(
 ) -> Path:
     """Write ``trace`` to ``path``, whole or not at all: an SQLite container when the name ends
     in ``.sqlite`` (``dlprof_dldb.sqlite``), a zip otherwise (``*.jlprof``). ``check`` is
-    called before every write: a save in a thread (:class:`jlprof.outputs.InThread`) stops
+    called before every write: a save in a thread (:class:`jlprof.background.InThread`) stops
     there when cancelled, leaving no file."""
     path = Path(path)
     if path.suffix == ".sqlite":

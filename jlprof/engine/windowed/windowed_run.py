@@ -260,7 +260,7 @@ class WindowsDldb:
     """
 
     def __init__(self, run: WindowedRun, target: Path, flag: str = "--output_path") -> None:
-        from jlprof.outputs import Fed
+        from jlprof.background import Fed
 
         plan, small = run.plan, run.small
         self.target, self.flag = target, flag
