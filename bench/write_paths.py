@@ -2,24 +2,29 @@
 (issue 45 item 3: does writing big files past the page cache pay?).
 
     python bench/write_paths.py EXPORT --target ext4=/mnt/ext4 --target tmpfs=/mnt/tmpfs ... \\
-        --variant probe=/tmp/old --variant cache=/tmp/old,JLPROF_DIRECT_IO=0 \\
-        --variant direct=/tmp/old,always_direct --variant now=. [--variant now1=.,no_thread] \\
-        [--rounds 4]
+        --variant probe=. --variant cache=.,JLPROF_DIRECT_IO=0 --variant direct=.,always_direct \\
+        [--variant old=/tmp/old-tree] [--variant one=.,no_thread] [--rounds 4] [--base cache]
+
+A variant is NAME=TREE (a folder holding the ``jlprof`` package: ``git archive REV jlprof |
+tar -x -C TREE`` for another revision), then settings K=V and patches, by commas. The file
+systems are folders given by the caller (docs/writing-files.md: how ext4, xfs, tmpfs and
+overlayfs were mounted for the measured table).
 
 Each run is ``python -m jlprof --database EXPORT --key_node optimizer_step --reports all
 --formats csv,json -v quiet --output_path TARGET/jlprof-out`` under ``/usr/bin/time`` (wall,
 user and system CPU of the process and its threads, peak RSS), with ``PYTHONPATH`` the
-variant's source tree and its environment settings; ``always_direct`` (a tree from before
-issue 45) starts the command with ``jlprof.outputs._Slices`` made never to probe, so every
-streamed file's bytes past 64 MiB go past the cache; ``no_thread`` with every file written
-by the caller's thread (``written_file``'s ``background`` ignored). The output folder is removed and
-``sync`` run before every command (one run's write-back must not slow the next). Rounds:
-every target, and within it every variant, the variants' order rotated each round (the box
-is shared: alternation matters); the 1-minute load is recorded with every run. In the first
-round every variant's files are hashed and must equal the first variant's. Prints one
-Markdown table (medians, ranges, and the median of the paired ratios to one variant: same
-round, same file system) and writes ``bench/out/write_paths_<stem>.json``;
-``--table FILE.json...`` prints that table again from saved runs.
+variant's source tree and its environment settings. ``always_direct`` starts the command with
+the probe's class (``jlprof.writer._Slices``; ``jlprof.outputs``' before issue 45) made never
+to probe, so every streamed file's bytes past 64 MiB go past the cache; ``no_thread`` with
+every file written by the caller's thread (``written_file``'s ``background`` ignored). The
+output folder is removed and ``sync`` run before every command (one run's write-back must not
+slow the next). Rounds: every target, and within it every variant, the variants' order
+rotated each round (the box is shared: alternation matters); the 1-minute load is recorded
+with every run. In the first round every variant's files are hashed and must equal the first
+variant's. Prints one Markdown table (medians, ranges, and the median of the paired ratios
+to one variant: same round, same file system) and writes
+``bench/out/write_paths_<stem>.json``; ``--table FILE.json...`` prints that table again from
+saved runs.
 """
 
 from __future__ import annotations
@@ -39,10 +44,10 @@ HERE = Path(__file__).resolve().parent
 
 #: what the ``always_direct`` and ``no_thread`` variants change before the command starts
 PATCHES = {
-    # the probe's class (before issue 45) never probes: past the cache from 64 MiB
+    # the probe's class never probes: past the cache from 64 MiB
     "always_direct": (
-        "init = o._Slices.__init__\n"
-        "o._Slices.__init__ = lambda self, f, probe=True: init(self, f, False)\n"
+        "init = w._Slices.__init__\n"
+        "w._Slices.__init__ = lambda self, f, probe=True: init(self, f, False)\n"
     ),
     # every file written by the caller's thread (no background writer)
     "no_thread": (
@@ -55,7 +60,9 @@ PATCHES = {
 def prelude(patches: list[str]) -> str:
     body = "".join(PATCHES[p] for p in patches)
     run = "runpy.run_module('jlprof', run_name='__main__', alter_sys=True)\n"
-    return "import runpy, jlprof.outputs as o\n" + body + run
+    # the probe lives in jlprof.writer since issue 45, in jlprof.outputs before
+    find = "try:\n    import jlprof.writer as w\nexcept ImportError:\n    w = o\n"
+    return "import runpy, jlprof.outputs as o\n" + find + body + run
 
 
 def load() -> str:
