@@ -110,10 +110,15 @@ class _Slices:
     before it makes the writer wait for the disk anyway. A file system that refuses O_DIRECT
     (at open, or ``EINVAL`` at a write) gets the rest of the file through the cache. Errors
     (a full disk) are raised as from any write. ``probe=False`` (a bursty producer,
-    :func:`written_file`): no probe, past the cache from :data:`DIRECT_AFTER` on. At 10M
-    kernels the windowed run's CSV probe fell inside one window's burst (writer 89 % busy),
-    went back to the cache for its first GiB and cost ~1 s of CPU (BENCHMARKS.md,
+    :func:`jlprof.outputs.written_file`): no probe, past the cache from :data:`DIRECT_AFTER`
+    on. At 10M kernels the windowed run's CSV probe fell inside one window's burst (writer
+    89 % busy), went back to the cache for its first GiB and cost ~1 s of CPU (BENCHMARKS.md,
     2026-11-27 15:14).
+
+    Measured per file system (docs/writing-files.md, 2026-11-29): at 3M kernels the command
+    took 0.55-0.84x the wall and 0.73-0.75x the CPU of the cache's on ext4, xfs and
+    overlayfs; on a disk throttled to 100 MB/s the probe went back to the cache, where going
+    past it regardless took 2.4x the wall.
     """
 
     def __init__(self, f: IO[bytes], probe: bool = True) -> None:
