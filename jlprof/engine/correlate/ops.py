@@ -153,7 +153,80 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     ``instance_no`` is the number of an instance-numbered range (``Batch 17`` -> 17; -1
     otherwise). ``mode``: ``tensorrt``/``tensorflow1``/``tensorflow2`` read that framework's
     names (``framework_names``); other modes leave them to the generic rules.
+
+    Parsing runs once per unique text. emit_nvtx texts (unique per call in a PyTorch run:
+    ``aten::mul, seq = 45, op_id = 9``) are split by RE2 all at once and parsed once per
+    *skeleton* (the text with its numbers zeroed; every field but ``seq`` depends on it alone),
+    the rest one at a time (:func:`_parse_each`, which gives the same frame for any text).
     """
+    texts = [str(t) for t in texts]
+    f = emit_nvtx.suffix_fields(texts)
+    has_suffix = (f[["seq", "op_id", "sizes", "inputs"]] != "").any(axis=1).to_numpy()
+    first = np.array([t[:1] for t in texts], dtype=object)
+    fast = (
+        f["matched"].to_numpy()
+        & ~f["newline"].to_numpy()
+        & (first != "{")
+        & (has_suffix | f["evaluate"].to_numpy())
+    )
+    if not fast.any():
+        return _parse_each(texts, mode)
+    g = f[fast]
+    # the seq's sign stays: a negative one is no autograd number (``is_call``)
+    sign = np.where(g["seq"].str.startswith("-"), "-1", "0")
+    seq_part = np.where(
+        g["seq"] == "", "", np.where(g["stashed"] != "", ", stashed seq = ", ", seq = ") + sign
+    )
+    skeleton = (
+        g["name"]
+        + seq_part
+        + np.where(g["op_id"] != "", ", op_id = 0", "")
+        + np.where(g["sizes"] != "", ", sizes = " + g["sizes"], "")
+        + np.where(g["inputs"] != "", ", input_op_ids = " + g["inputs"], "")
+    )
+    codes, skeletons = pd.factorize(skeleton.to_numpy(object))
+    marks = [emit_nvtx.parse(t) for t in skeletons]
+    names = g["name"].to_numpy(object)
+    firsts = np.empty(len(skeletons), np.int64)  # one text per skeleton, to check it by
+    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    same = [
+        emit_nvtx._SUFFIXES.match(str(k)).group("name") == names[i]  # type: ignore[union-attr]
+        for k, i in zip(skeletons, firsts, strict=True)
+    ]
+    ok = np.array([m is not None and s for m, s in zip(marks, same, strict=True)])[codes]
+    idx = np.flatnonzero(fast)[ok]
+    slow = np.ones(len(texts), bool)
+    slow[idx] = False
+    rest = np.flatnonzero(slow)
+    codes = codes[ok]
+    rows = [_parse_one(str(k), m, None, mode) if m else ("",) * len(COLUMNS) for k, m in
+            zip(skeletons, marks, strict=True)]  # fmt: skip
+    df = pd.DataFrame([rows[c] for c in codes], columns=COLUMNS)
+    df["pyprof"] = ""
+    df["func_stack"] = ""
+    df["torch_op"] = True
+    df["torch_call"] = np.array([m is not None and m.is_call for m in marks], dtype=bool)[codes]
+    seq = g["seq"].to_numpy(object)[ok]
+    df["seq"] = np.where(seq != "", seq, "-1").astype(np.int64)
+    df["bwd_node"] = np.array([bool(m and m.node) for m in marks], dtype=bool)[codes]
+    numbered = df["op_name"].str.endswith(NUMBER_MARK).to_numpy(bool)
+    df["instance_no"] = np.int64(-1)
+    if numbered.any():
+        df.loc[numbered, "instance_no"] = [_instance_no(texts[i]) for i in idx[numbered]]
+    df["op_id"] = np.where(
+        df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
+    )
+    df.index = idx
+    if len(rest):
+        each = _parse_each([texts[i] for i in rest], mode)
+        each.index = rest
+        df = pd.concat([df, each])
+    return df.sort_index().reset_index(drop=True)
+
+
+def _parse_each(texts: pd.Index | np.ndarray | list[str], mode: str | None = None) -> pd.DataFrame:
+    """:func:`parse_texts` one text at a time: the reference, and the path for texts the
+    vectorised split leaves out."""
     texts = [str(t) for t in texts]
     marks = [emit_nvtx.parse(t) for t in texts]
     tf_json = mode in framework_names.TENSORFLOW  # '{"op": ...}' is TF's, not pyprof's
