@@ -36,6 +36,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from jlprof.engine.correlate import emit_nvtx, framework_names, pyprof
 from jlprof.engine.correlate.params import shapes_parameters
@@ -160,68 +161,65 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     the rest one at a time (:func:`_parse_each`, which gives the same frame for any text).
     """
     texts = [str(t) for t in texts]
-    f = emit_nvtx.suffix_fields(texts)
-    has_suffix = (f[["seq", "op_id", "sizes", "inputs"]] != "").any(axis=1).to_numpy()
-    first = np.array([t[:1] for t in texts], dtype=object)
-    fast = (
-        f["matched"].to_numpy()
-        & ~f["newline"].to_numpy()
-        & (first != "{")
-        & (has_suffix | f["evaluate"].to_numpy())
+    rows, codes, skeletons, names, seq = emit_nvtx.skeletons(pa.array(texts, pa.large_string()))
+    marks = [emit_nvtx.parse(k) for k in skeletons]
+    kept = np.array(  # the skeleton parses, to the name RE2 found: else one at a time
+        [
+            m is not None and _suffix_name(k) == n
+            for k, m, n in zip(skeletons, marks, names, strict=True)
+        ],
+        dtype=bool,
     )
-    if not fast.any():
+    if not kept.any():
         return _parse_each(texts, mode)
-    g = f[fast]
-    # the seq's sign stays: a negative one is no autograd number (``is_call``)
-    sign = np.where(g["seq"].str.startswith("-"), "-1", "0")
-    seq_part = np.where(
-        g["seq"] == "", "", np.where(g["stashed"] != "", ", stashed seq = ", ", seq = ") + sign
+    ok = kept[codes]
+    idx, codes, seq = rows[ok], codes[ok], seq[ok]
+    rest = np.ones(len(texts), bool)
+    rest[idx] = False
+    rest = np.flatnonzero(rest)
+    each = _parse_each([texts[i] for i in rest], mode)
+    blank = ("",) * len(COLUMNS)
+    one = pd.DataFrame(
+        [
+            _parse_one(k, m, None, mode) if m else blank
+            for k, m in zip(skeletons, marks, strict=True)
+        ],
+        columns=COLUMNS,
     )
-    skeleton = (
-        g["name"]
-        + seq_part
-        + np.where(g["op_id"] != "", ", op_id = 0", "")
-        + np.where(g["sizes"] != "", ", sizes = " + g["sizes"], "")
-        + np.where(g["inputs"] != "", ", input_op_ids = " + g["inputs"], "")
-    )
-    codes, skeletons = pd.factorize(skeleton.to_numpy(object))
-    marks = [emit_nvtx.parse(t) for t in skeletons]
-    names = g["name"].to_numpy(object)
-    firsts = np.empty(len(skeletons), np.int64)  # one text per skeleton, to check it by
-    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-    same = [
-        emit_nvtx._SUFFIXES.match(str(k)).group("name") == names[i]  # type: ignore[union-attr]
-        for k, i in zip(skeletons, firsts, strict=True)
-    ]
-    ok = np.array([m is not None and s for m, s in zip(marks, same, strict=True)])[codes]
-    idx = np.flatnonzero(fast)[ok]
-    slow = np.ones(len(texts), bool)
-    slow[idx] = False
-    rest = np.flatnonzero(slow)
-    codes = codes[ok]
-    rows = [_parse_one(str(k), m, None, mode) if m else ("",) * len(COLUMNS) for k, m in
-            zip(skeletons, marks, strict=True)]  # fmt: skip
-    df = pd.DataFrame([rows[c] for c in codes], columns=COLUMNS)
-    df["pyprof"] = ""
-    df["func_stack"] = ""
-    df["torch_op"] = True
-    df["torch_call"] = np.array([m is not None and m.is_call for m in marks], dtype=bool)[codes]
-    seq = g["seq"].to_numpy(object)[ok]
-    df["seq"] = np.where(seq != "", seq, "-1").astype(np.int64)
-    df["bwd_node"] = np.array([bool(m and m.node) for m in marks], dtype=bool)[codes]
-    numbered = df["op_name"].str.endswith(NUMBER_MARK).to_numpy(bool)
-    df["instance_no"] = np.int64(-1)
-    if numbered.any():
-        df.loc[numbered, "instance_no"] = [_instance_no(texts[i]) for i in idx[numbered]]
+    one["pyprof"] = one["func_stack"] = ""
+    one["torch_op"] = True
+    one["torch_call"] = [m is not None and m.is_call for m in marks]
+    one["bwd_node"] = [bool(m and m.node) for m in marks]
+    one["instance_no"] = -1
+    one["seq"] = -1
+
+    def column(name: str, dtype: type) -> np.ndarray:
+        out = np.empty(len(texts), dtype=dtype)
+        out[idx] = one[name].to_numpy(dtype)[codes]
+        out[rest] = each[name].to_numpy(dtype)
+        return out
+
+    df = pd.DataFrame({c: column(c, object) for c in COLUMNS})
+    df["pyprof"] = pd.Series(column("pyprof", object), dtype=object)
+    df["func_stack"] = pd.Series(column("func_stack", object), dtype=object)
+    for name in ("torch_op", "torch_call"):
+        df[name] = column(name, bool)
+    df["seq"] = column("seq", np.int64)
+    df.loc[idx, "seq"] = seq
+    df["bwd_node"] = column("bwd_node", bool)
+    df["instance_no"] = column("instance_no", np.int64)
+    numbered = idx[one["op_name"].str.endswith(NUMBER_MARK).to_numpy(bool)[codes]]
+    if len(numbered):  # an emit_nvtx name ending in " #": as the per-text path numbers it
+        df.loc[numbered, "instance_no"] = [_instance_no(texts[i]) for i in numbered]
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )
-    df.index = idx
-    if len(rest):
-        each = _parse_each([texts[i] for i in rest], mode)
-        each.index = rest
-        df = pd.concat([df, each])
-    return df.sort_index().reset_index(drop=True)
+    return df
+
+
+def _suffix_name(text: str) -> str:
+    m = emit_nvtx._SUFFIXES.match(text)
+    return m.group("name") if m else ""
 
 
 def _parse_each(texts: pd.Index | np.ndarray | list[str], mode: str | None = None) -> pd.DataFrame:
