@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -46,7 +47,15 @@ def _same(texts: list[str]) -> None:
     for mode in MODES:
         got = parse_texts(texts, mode)
         want = _parse_each(texts, mode)
+        form = got.pop("form").to_numpy()
+        assert (want.pop("form").to_numpy() == np.arange(len(texts))).all()
         pd.testing.assert_frame_equal(got, want, check_exact=True)
+        # a text's form has its row, but for the per-call numbers
+        same = got.drop(columns=["seq", "instance_no"])
+        pd.testing.assert_frame_equal(
+            same.iloc[form].reset_index(drop=True), same, check_exact=True
+        )
+        assert (form[form] == form).all() and (form <= np.arange(len(texts))).all()
 
 
 def test_odd_texts_parse_as_one_at_a_time() -> None:
@@ -68,3 +77,6 @@ def test_a_pytorch_runs_texts_parse_as_one_at_a_time(tmp_path: Path) -> None:
     texts = list(nv["text"].cat.categories)
     assert sum(", op_id = " in t for t in texts) > 1_000
     _same(texts)
+    form = parse_texts(texts)["form"].to_numpy()
+    calls = np.array([", op_id = " in t for t in texts])
+    assert len(np.unique(form[calls])) < 50  # a few dozen ops, not a form per call

@@ -152,7 +152,9 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     False, -1, False otherwise); ``pyprof`` is the kind of a pyprof marker (``op``,
     ``module``, ``trace``, ``config``; '' otherwise) and ``func_stack`` its module path.
     ``instance_no`` is the number of an instance-numbered range (``Batch 17`` -> 17; -1
-    otherwise). ``mode``: ``tensorrt``/``tensorflow1``/``tensorflow2`` read that framework's
+    otherwise). ``form``: a text whose row is this one's but for ``seq`` and ``instance_no``
+    (the first such text, or itself): what names ops works per form, not per text.
+    ``mode``: ``tensorrt``/``tensorflow1``/``tensorflow2`` read that framework's
     names (``framework_names``); other modes leave them to the generic rules.
 
     Parsing runs once per unique text. emit_nvtx texts (unique per call in a PyTorch run:
@@ -214,6 +216,11 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )
+    form = np.arange(len(texts), dtype=np.int64)
+    first = np.empty(len(skeletons), np.int64)
+    first[codes[::-1]] = idx[::-1]
+    form[idx] = first[codes]
+    df["form"] = form
     return df
 
 
@@ -252,6 +259,7 @@ def _parse_each(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )
+    df["form"] = np.arange(len(texts), dtype=np.int64)
     return df
 
 
