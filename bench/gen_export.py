@@ -31,6 +31,7 @@ from bench.training_loop import (
     MAIN_TID,
     MEMSET_OP,
     PUSH,
+    SHAPES,
     Run,
     simulate,
 )
@@ -203,7 +204,7 @@ def _nvtx(db: NsysDb, run: Run) -> None:
         push, pop = np.flatnonzero(s.kind == PUSH), s.pops
         starts.append(s.at[:, push].ravel())
         ends.append((s.at[:, pop] + s.dur[:, pop]).ravel())
-        texts.append(np.tile(np.array(s.script.ranges, dtype=object)[s.ref[push]], n_it))
+        texts.append(_texts(np.array(s.script.ranges, dtype=object)[s.ref[push]], n_it))
         tids.append(np.full(push.size * n_it, _gtid(db, s.tid)))
     starts.append(run.backward[:, 0])
     ends.append(run.backward[:, 1])
@@ -235,9 +236,39 @@ def _nvtx(db: NsysDb, run: Run) -> None:
     )
 
 
-def generate(out: Path, kernels: int, seed: int, flavor: FlavorName = "2022.4") -> dict[str, int]:
+SEQ_PER_ITERATION = 1_000  # > the ops with a seq in one iteration of either shape
+
+
+def _texts(names: np.ndarray, iterations: int) -> np.ndarray:
+    """One thread's range texts for every iteration. emit_nvtx templates (``, seq = #k``, see
+    ``training_scripts``) get the iteration's sequence number and a running ``op_id``, so each
+    such text is unique, as in a real PyTorch run (StringIds grows with the trace)."""
+    out = np.tile(names, iterations)
+    templ = np.flatnonzero([", seq = #" in n or n.startswith("aten::") for n in names])
+    if templ.size == 0:
+        return out
+    head, local = [], []
+    for n in names[templ]:
+        base, _, k = n.partition(", seq = #")
+        head.append(base)
+        local.append(int(k) if k else -1)
+    it = np.repeat(np.arange(iterations), templ.size)
+    k = np.tile(np.array(local), iterations)
+    seq = np.where(k >= 0, it * SEQ_PER_ITERATION + k, -1)
+    where = (np.arange(iterations)[:, None] * len(names) + templ).ravel()
+    heads = np.tile(np.array(head, dtype=object), iterations)
+    out[where] = [
+        f"{h}, seq = {q}, op_id = {o}" if q >= 0 else f"{h}, op_id = {o}"
+        for h, q, o in zip(heads, seq.tolist(), range(where.size), strict=True)
+    ]
+    return out
+
+
+def generate(
+    out: Path, kernels: int, seed: int, flavor: FlavorName = "2022.4", shape: str = "dlprof"
+) -> dict[str, int]:
     """Simulate, write ``out``; returns the row count of each event table."""
-    db = build(simulate(kernels, seed))
+    db = build(simulate(kernels, seed, shape=shape))
     db.write(out, flavor=flavor)
     return {t: db.count(t) for t in (KERNEL, RUNTIME, NVTX, MEMCPY, MEMSET, OSRT)}
 
@@ -248,9 +279,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kernels", type=int, default=1_000_000, help="about this many kernels")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--flavor", choices=FLAVORS, default="2022.4", help="nsys export version")
+    ap.add_argument(
+        "--shape",
+        choices=SHAPES,
+        default="dlprof",
+        help="dlprof: module ranges (~0.75 a kernel); pytorch: plus emit_nvtx's aten:: and "
+        "autograd ranges with seq/op_id texts (~1.4 a kernel, each text unique)",
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    counts = generate(args.out, args.kernels, args.seed, args.flavor)
+    counts = generate(args.out, args.kernels, args.seed, args.flavor, args.shape)
     took = time.perf_counter() - t0
     print(", ".join(f"{t}: {n}" for t, n in counts.items()))
     size = args.out.stat().st_size / 1e6

@@ -16,7 +16,7 @@ waits for the queue to drain. All times are drawn with numpy from one seeded gen
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,6 +97,14 @@ class Script:
         yield
         self._add(POP, pair=push)
 
+    @contextmanager
+    def nest(self, *names: str) -> Iterator[None]:
+        """Nested ranges, outermost first."""
+        with ExitStack() as stack:
+            for name in names:
+                stack.enter_context(self.range(name))
+            yield
+
     def launch(self, *kernels: str) -> None:
         for k in kernels:
             self._add(LAUNCH, KERNEL_NAMES.index(k))
@@ -108,39 +116,85 @@ class Script:
         return np.array(self.kind), np.array(self.ref), np.array(self.pair)
 
 
-def training_scripts(layers: int) -> tuple[Script, Script, Script]:
-    """Main thread before backward, the autograd thread's backward, main thread after it."""
+SHAPES = ("dlprof", "pytorch")
+
+
+def training_scripts(layers: int, shape: str = "dlprof") -> tuple[Script, Script, Script]:
+    """Main thread before backward, the autograd thread's backward, main thread after it.
+
+    ``shape="pytorch"`` adds what ``torch.autograd.profiler.emit_nvtx`` records around the same
+    kernels: an ``aten::`` range per op and a ``...Backward0`` range per autograd node, with
+    ``seq``/``op_id`` suffixes (templates: ``#k`` is the op's sequence number within an
+    iteration, made global by gen_export), about 1.4 ranges a kernel as in real PyTorch runs."""
+    pt = shape == "pytorch"
     fwd, bwd, opt = Script(), Script(), Script()
+    seq = iter(range(1_000_000))
+
+    def aten(*names: str, seqs: list[int] | None = None) -> list[str]:
+        """emit_nvtx ranges, outermost first; the first carries an autograd ``seq``."""
+        if not pt:
+            return []
+        k = next(seq)
+        if seqs is not None:
+            seqs.append(k)
+        return [f"{names[0]}, seq = #{k}", *names[1:]]
+
+    def node(name: str, k: int) -> list[str]:
+        return [f"{name}, seq = #{k}"] if pt else []
+
+    conv_seq: list[int] = []
+    bn_seq: list[int] = []
+    relu_seq: list[int] = []
     fwd.op(COPY_IN)
     with fwd.range("forward"):
         for i in range(layers):
             layer = f"/model/layer{i}"
             with fwd.range(layer):
-                with fwd.range(f"{layer}/conv"), fwd.range("aten::cudnn_convolution"):
+                conv = [f"{layer}/conv", *aten("aten::conv2d", "aten::convolution", seqs=conv_seq)]
+                conv.append("aten::cudnn_convolution")
+                with fwd.nest(*conv):
                     fwd.launch(NCHW2NHWC, FPROP, NHWC2NCHW)
-                with fwd.range(f"{layer}/bn"):
+                bn = [
+                    f"{layer}/bn",
+                    *aten("aten::batch_norm", "aten::cudnn_batch_norm", seqs=bn_seq),
+                ]
+                with fwd.nest(*bn):
                     fwd.launch(BN_FW)
-                with fwd.range(f"{layer}/relu"):
+                with fwd.nest(f"{layer}/relu", *aten("aten::relu_", seqs=relu_seq)):
                     fwd.launch(RELU)
-        with fwd.range("/model/fc"), fwd.range("/model/fc/linear"):
+        fc_seq: list[int] = []
+        with fwd.nest(
+            "/model/fc", "/model/fc/linear", *aten("aten::linear", "aten::addmm", seqs=fc_seq)
+        ):
             fwd.launch(GEMM, BIAS)
-        with fwd.range("/model/loss"):
+        loss_seq: list[int] = []
+        with fwd.nest("/model/loss", *aten("aten::cross_entropy_loss", seqs=loss_seq)):
             fwd.op(MEMSET_OP)
-            fwd.launch(SOFTMAX, NLL)
-    with bwd.range("/model/loss/backward"):
-        bwd.launch(NLL_BW, SOFTMAX_BW)
-    with bwd.range("/model/fc/backward"), bwd.range("/model/fc/linear_backward"):
+            with fwd.nest(*aten("aten::log_softmax")):
+                fwd.launch(SOFTMAX)
+            with fwd.nest(*aten("aten::nll_loss_nd")):
+                fwd.launch(NLL)
+    loss = loss_seq[0] if pt else 0
+    with bwd.nest("/model/loss/backward", *node("NllLossBackward0", loss)):
+        bwd.launch(NLL_BW)
+        with bwd.nest(*node("LogSoftmaxBackward0", loss)):
+            bwd.launch(SOFTMAX_BW)
+    fc = fc_seq[0] if pt else 0
+    with bwd.nest("/model/fc/backward", "/model/fc/linear_backward", *node("AddmmBackward0", fc)):
         bwd.launch(GEMM_BW, GEMM_BW)
     for i in reversed(range(layers)):
         layer = f"/model/layer{i}"
         with bwd.range(f"{layer}/backward"):
-            with bwd.range(f"{layer}/relu_backward"):
+            relu = node("ReluBackward0", relu_seq[i]) if pt else []
+            with bwd.nest(f"{layer}/relu_backward", *relu):
                 bwd.launch(RELU_BW)
-            with bwd.range(f"{layer}/bn_backward"):
+            bn_node = node("CudnnBatchNormBackward0", bn_seq[i]) if pt else []
+            with bwd.nest(f"{layer}/bn_backward", *bn_node):
                 bwd.launch(BN_BW, BN_BW_FIN)
-            with bwd.range(f"{layer}/conv_backward"), bwd.range("aten::convolution_backward"):
+            conv_node = node("ConvolutionBackward0", conv_seq[i]) if pt else []
+            with bwd.nest(f"{layer}/conv_backward", *conv_node, "aten::convolution_backward"):
                 bwd.launch(NCHW2NHWC, DGRAD, WGRAD, SPLITK, NHWC2NCHW)
-    with opt.range("optimizer_step"):
+    with opt.nest("optimizer_step", *aten("aten::_fused_adam_")):
         opt.launch(*[ADAM] * ((layers + 1) // 2))
     opt.op(COPY_OUT)
     opt.op(SYNC)
@@ -248,10 +302,10 @@ class Run:
         return end
 
 
-def simulate(kernels: int, seed: int, layers: int = LAYERS) -> Run:
+def simulate(kernels: int, seed: int, layers: int = LAYERS, shape: str = "dlprof") -> Run:
     """Lay out about ``kernels`` kernels' worth of iterations, deterministically for ``seed``."""
     rng = np.random.default_rng(seed)
-    scripts = training_scripts(layers)
+    scripts = training_scripts(layers, shape)
     per_iter = sum(s.kind.count(LAUNCH) for s in scripts)
     iterations = max(1, round(kernels / per_iter))
     tids = (MAIN_TID, AUTOGRAD_TID, MAIN_TID)

@@ -131,3 +131,36 @@ def test_nsys_nvtxkernsum_reads_it(export: Path, stats: Stats) -> None:
     tids = df.groupby("NVTX Range")["TID"].first()
     assert tids["/model/layer0/conv_backward"] != tids["forward"]
     assert "backward" not in set(df["NVTX Range"])
+
+
+@pytest.fixture(scope="module")
+def pytorch_export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gen") / "torch.sqlite"
+    generate(out, KERNELS, seed=3, shape="pytorch")
+    return out
+
+
+def test_pytorch_shape_has_emit_nvtx_ranges_as_many_as_kernels(pytorch_export: Path) -> None:
+    """The NVTX-heavy shape (issue 45): the same kernels, ~1.4 ranges each, emit_nvtx texts
+    that parse, one seq shared by a forward op and its backward node, every op text unique."""
+    from jlprof.engine.correlate.emit_nvtx import parse
+
+    con = sqlite3.connect(pytorch_export)
+    (kernels,) = one(con, "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL")
+    assert abs(kernels - KERNELS) <= PER_ITERATION  # the kernels do not change with the shape
+    (ranges,) = one(con, "select count(*) from NVTX_EVENTS where eventType = 59")
+    assert 1.2 < ranges / kernels < 1.5
+    texts = [t for (t,) in con.execute("select text from NVTX_EVENTS where eventType = 59")]
+    ops = [t for t in texts if ", op_id = " in t]
+    assert len(ops) > ranges / 2 and len(set(ops)) == len(ops)
+    parsed = [parse(t) for t in ops]
+    assert all(e is not None for e in parsed)
+    by_seq: dict[int, set[str]] = {}
+    for e in parsed:
+        if e is not None and e.seq >= 0:
+            by_seq.setdefault(e.seq, set()).add(e.name)
+    forward = {s for s, names in by_seq.items() if any(n.startswith("aten::") for n in names)}
+    backward = {s for s, names in by_seq.items() if any(n.endswith("Backward0") for n in names)}
+    assert backward and backward <= forward  # every autograd node names its forward op's seq
+    conv = {s for s, names in by_seq.items() if "aten::conv2d" in names}
+    assert conv and conv == {s for s, n in by_seq.items() if "ConvolutionBackward0" in n}

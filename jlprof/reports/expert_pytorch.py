@@ -368,7 +368,12 @@ def launch_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
     api = g["api"].to_numpy(np.int64)[kern]
     a = p.correlated.api
     a_dur = (a["end_ns"] - a["start_ns"]).to_numpy(np.int64)
-    calls = a_dur[np.unique(api[api >= 0])] if len(a) else np.zeros(0, np.int64)
+    if len(a):  # each launching call once, in row order (a mask, not a sort of 10M rows)
+        launched = np.zeros(len(a), bool)
+        launched[api[api >= 0]] = True
+        calls = a_dur[launched]
+    else:
+        calls = np.zeros(0, np.int64)
     # the typical launch times the launches: a one-time cost (a 900 ms module load on the
     # first launch) is not launch overhead
     launch_ns = int(np.median(calls) * len(calls)) if len(calls) else 0
@@ -410,11 +415,14 @@ def slow_copies(p: Analysis, lo: int, hi: int) -> list[Finding]:
         pageable = sel & (g["pageable"].to_numpy(np.int64) == 1)
     else:
         pageable = np.zeros(len(g), bool)
-    api = g["api"].to_numpy(np.int64)
+    # the copies' calls only (a trace's every call and GPU row named: seconds at 10M)
+    rows = np.flatnonzero(sel)
+    api = g["api"].to_numpy(np.int64)[rows]
     a = p.correlated.api
-    a_names = a["name"].astype(str).to_numpy(object) if len(a) else np.zeros(0, object)
-    api_name = np.where(api >= 0, a_names[np.maximum(api, 0)] if len(a) else "", "")
-    sync_call = sel & np.array([bool(SYNC_APIS.match(str(n))) for n in api_name], bool)
+    called = rows[api >= 0] if len(a) else rows[:0]
+    names = a["name"].iloc[api[api >= 0]].astype(str).to_numpy(object) if len(a) else []
+    sync_call = np.zeros(len(g), bool)
+    sync_call[called] = [bool(SYNC_APIS.match(n)) for n in names]
     bad = pageable | sync_call
     if not bad.any():
         return []
@@ -449,13 +457,14 @@ def step_copies(p: Analysis, lo: int, hi: int) -> list[Finding]:
     g, sel = _memcpy_rows(p, lo, hi)
     if not sel.any():
         return []
-    names = g["name"].astype(str).to_numpy(object)
-    dtoh = sel & (names == "[CUDA memcpy DtoH]")
-    htod = sel & (names == "[CUDA memcpy HtoD]")
+    name = g["name"]
+    dtoh = sel & (name == "[CUDA memcpy DtoH]").to_numpy(bool)
+    htod = sel & (name == "[CUDA memcpy HtoD]").to_numpy(bool)
     op = _op_of_gpu(p)
+    # per op, not per GPU row: a copy is in the model when its op's name is a deep path
     op_names = p.correlated.ops["op_name"].astype(str).to_numpy(object)
-    name_of = np.where(op >= 0, op_names[np.maximum(op, 0)], "")
-    in_model = np.array([n.count("/") >= 2 and not DATALOADER.search(n) for n in name_of], bool)
+    deep = np.array([n.count("/") >= 2 and not DATALOADER.search(n) for n in op_names], bool)
+    in_model = np.append(deep, False)[np.where(op >= 0, op, len(deep))]
     bad = dtoh | (htod & in_model)
     if not bad.any():
         return []

@@ -655,6 +655,12 @@ def summary_report(p: Analysis, lo: int, hi: int) -> dict[str, Any]:
 
 
 def all_ops(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
+    """The summary's All Ops table (built once per range: the summary's CSV and JSON both
+    show it, and its CPU times flatten every op's instances)."""
+    return p.memo("all_ops", lo, hi, lambda: _all_ops(p, lo, hi)).copy()
+
+
+def _all_ops(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
     ops = op_frame(p, lo, hi)
     using = ops["tc_gpu_sum"] > 0
     # judged where the kernels are attributed: an eligible op that ran no GPU work of its own

@@ -8,6 +8,7 @@ Python over intervals; ``group`` lets one call flatten many independent timeline
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from jlprof.engine.read.narrow import index_dtype
 
@@ -237,8 +238,10 @@ def thread_union_length(
     group = np.asarray(group, dtype=np.int64)
     if len(group) == 0:
         return np.zeros(ngroups, dtype=np.int64)
-    tcode, tid = np.unique(np.asarray(thread), return_inverse=True)
-    pair = group * len(tcode) + tid.reshape(-1).astype(np.int64)
-    pairs, inv = np.unique(pair, return_inverse=True)
-    per_pair = union_length(inv.reshape(-1), start, end, len(pairs))
+    # codes by hashing, not sorting: any numbering of the (group, thread) pairs sums the same
+    tid, tcode = pd.factorize(np.asarray(thread))
+    pair = group * len(tcode) + tid.astype(np.int64)
+    inv, pairs = pd.factorize(pair)
+    per_pair = union_length(inv.astype(np.int64), start, end, len(pairs))
+    pairs = np.asarray(pairs, np.int64)
     return np.bincount(pairs // len(tcode), weights=per_pair, minlength=ngroups).astype(np.int64)

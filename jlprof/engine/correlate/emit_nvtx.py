@@ -22,6 +22,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 _SUFFIXES = re.compile(
     r"^(?P<name>.+?)"
     r"(?:, ?(?P<stashed>stashed )?seq ?= ?(?P<seq>-?\d+))?"
@@ -82,6 +86,57 @@ def parse(text: str) -> EmitNvtx | None:
     sizes = _SPACES.sub("", m.group("sizes") or "")
     seq = int(m.group("seq")) if m.group("seq") is not None else -1
     return EmitNvtx(name=name, seq=seq, stashed=bool(m.group("stashed")), sizes=sizes, node=node)
+
+
+def _s(text: str) -> pa.Scalar:
+    return pa.scalar(text, pa.large_string())
+
+
+def skeletons(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, list[str], list[str], np.ndarray]:
+    """The emit_nvtx texts among many, split by RE2 in pyarrow with :data:`_SUFFIXES` (no
+    Python per text: a PyTorch run has a unique text per call). Each is reduced to its
+    *skeleton*, the text with ``seq`` (its sign kept) and ``op_id`` zeroed, on which every field
+    of :func:`parse` but ``seq`` depends. Returns the rows taken (texts with a suffix or the
+    autograd wrapper; none with a newline, where ``$`` differs between the engines, nor a
+    ``{`` dict marker), each row's skeleton code, the skeletons, the name RE2 found in each
+    skeleton's first row (for the caller to check against :func:`parse`) and each row's seq."""
+    got = pc.extract_regex(texts, "(?s)" + _SUFFIXES.pattern)
+    empty = _s("")
+    f = {
+        k: pc.fill_null(got.field(k), empty)
+        for k in ("name", "stashed", "seq", "op_id", "sizes", "inputs")
+    }
+    has = {k: pc.not_equal(v, empty) for k, v in f.items()}
+    suffix = pc.or_(pc.or_(has["seq"], has["op_id"]), pc.or_(has["sizes"], has["inputs"]))
+    plain = pc.invert(pc.or_(pc.match_substring(texts, "\n"), pc.starts_with(texts, "{")))
+    take = pc.and_(pc.and_(got.is_valid(), plain), pc.or_(suffix, pc.starts_with(texts, EVALUATE)))
+    take = pc.fill_null(take, False)
+    rows = np.flatnonzero(take.to_numpy(zero_copy_only=False))
+    f = {k: pc.filter(v, take) for k, v in f.items()}
+    has = {k: pc.not_equal(v, empty) for k, v in f.items()}
+    sign = pc.if_else(pc.starts_with(f["seq"], "-"), _s("-1"), _s("0"))
+    lead = pc.if_else(has["stashed"], _s(", stashed seq = "), _s(", seq = "))
+    skeleton = pc.binary_join_element_wise(
+        f["name"],
+        pc.if_else(has["seq"], pc.binary_join_element_wise(lead, sign, empty), empty),
+        pc.if_else(has["op_id"], _s(", op_id = 0"), empty),
+        pc.if_else(
+            has["sizes"], pc.binary_join_element_wise(_s(", sizes = "), f["sizes"], empty), empty
+        ),
+        pc.if_else(
+            has["inputs"],
+            pc.binary_join_element_wise(_s(", input_op_ids = "), f["inputs"], empty),
+            empty,
+        ),
+        empty,
+    )
+    enc = pc.dictionary_encode(skeleton)
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    firsts = np.empty(len(enc.dictionary), np.int64)
+    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    names = f["name"].take(pa.array(firsts)).to_pylist()
+    seq = pc.if_else(has["seq"], f["seq"], _s("-1")).cast(pa.int64())
+    return rows, codes, enc.dictionary.to_pylist(), names, seq.to_numpy(zero_copy_only=False)
 
 
 def is_evaluate(text: str) -> bool:

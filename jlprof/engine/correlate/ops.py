@@ -36,6 +36,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from jlprof.engine.correlate import emit_nvtx, framework_names, pyprof
 from jlprof.engine.correlate.params import shapes_parameters
@@ -151,9 +152,86 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     False, -1, False otherwise); ``pyprof`` is the kind of a pyprof marker (``op``,
     ``module``, ``trace``, ``config``; '' otherwise) and ``func_stack`` its module path.
     ``instance_no`` is the number of an instance-numbered range (``Batch 17`` -> 17; -1
-    otherwise). ``mode``: ``tensorrt``/``tensorflow1``/``tensorflow2`` read that framework's
+    otherwise). ``form``: a text whose row is this one's but for ``seq`` and ``instance_no``
+    (the first such text, or itself): what names ops works per form, not per text.
+    ``mode``: ``tensorrt``/``tensorflow1``/``tensorflow2`` read that framework's
     names (``framework_names``); other modes leave them to the generic rules.
+
+    Parsing runs once per unique text. emit_nvtx texts (unique per call in a PyTorch run:
+    ``aten::mul, seq = 45, op_id = 9``) are split by RE2 all at once and parsed once per
+    *skeleton* (the text with its numbers zeroed; every field but ``seq`` depends on it alone),
+    the rest one at a time (:func:`_parse_each`, which gives the same frame for any text).
     """
+    texts = [str(t) for t in texts]
+    rows, codes, skeletons, names, seq = emit_nvtx.skeletons(pa.array(texts, pa.large_string()))
+    marks = [emit_nvtx.parse(k) for k in skeletons]
+    kept = np.array(  # the skeleton parses, to the name RE2 found: else one at a time
+        [
+            m is not None and _suffix_name(k) == n
+            for k, m, n in zip(skeletons, marks, names, strict=True)
+        ],
+        dtype=bool,
+    )
+    if not kept.any():
+        return _parse_each(texts, mode)
+    ok = kept[codes]
+    idx, codes, seq = rows[ok], codes[ok], seq[ok]
+    rest = np.ones(len(texts), bool)
+    rest[idx] = False
+    rest = np.flatnonzero(rest)
+    each = _parse_each([texts[i] for i in rest], mode)
+    blank = ("",) * len(COLUMNS)
+    one = pd.DataFrame(
+        [
+            _parse_one(k, m, None, mode) if m else blank
+            for k, m in zip(skeletons, marks, strict=True)
+        ],
+        columns=COLUMNS,
+    )
+    one["pyprof"] = one["func_stack"] = ""
+    one["torch_op"] = True
+    one["torch_call"] = [m is not None and m.is_call for m in marks]
+    one["bwd_node"] = [bool(m and m.node) for m in marks]
+    one["instance_no"] = -1
+    one["seq"] = -1
+
+    def column(name: str, dtype: type) -> np.ndarray:
+        out = np.empty(len(texts), dtype=dtype)
+        out[idx] = one[name].to_numpy(dtype)[codes]
+        out[rest] = each[name].to_numpy(dtype)
+        return out
+
+    df = pd.DataFrame({c: column(c, object) for c in COLUMNS})
+    df["pyprof"] = pd.Series(column("pyprof", object), dtype=object)
+    df["func_stack"] = pd.Series(column("func_stack", object), dtype=object)
+    for name in ("torch_op", "torch_call"):
+        df[name] = column(name, bool)
+    df["seq"] = column("seq", np.int64)
+    df.loc[idx, "seq"] = seq
+    df["bwd_node"] = column("bwd_node", bool)
+    df["instance_no"] = column("instance_no", np.int64)
+    numbered = idx[one["op_name"].str.endswith(NUMBER_MARK).to_numpy(bool)[codes]]
+    if len(numbered):  # an emit_nvtx name ending in " #": as the per-text path numbers it
+        df.loc[numbered, "instance_no"] = [_instance_no(texts[i]) for i in numbered]
+    df["op_id"] = np.where(
+        df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
+    )
+    form = np.arange(len(texts), dtype=np.int64)
+    first = np.empty(len(skeletons), np.int64)
+    first[codes[::-1]] = idx[::-1]
+    form[idx] = first[codes]
+    df["form"] = form
+    return df
+
+
+def _suffix_name(text: str) -> str:
+    m = emit_nvtx._SUFFIXES.match(text)
+    return m.group("name") if m else ""
+
+
+def _parse_each(texts: pd.Index | np.ndarray | list[str], mode: str | None = None) -> pd.DataFrame:
+    """:func:`parse_texts` one text at a time: the reference, and the path for texts the
+    vectorised split leaves out."""
     texts = [str(t) for t in texts]
     marks = [emit_nvtx.parse(t) for t in texts]
     tf_json = mode in framework_names.TENSORFLOW  # '{"op": ...}' is TF's, not pyprof's
@@ -181,6 +259,7 @@ def parse_texts(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     df["op_id"] = np.where(
         df["direction"] != "", df["op_name"] + ":" + df["direction"], df["op_name"]
     )
+    df["form"] = np.arange(len(texts), dtype=np.int64)
     return df
 
 

@@ -72,6 +72,9 @@ def range_labels(
         name_src[linked], type_src[linked] = name_src[fwd], type_src[fwd]
         bprop[linked] = True
         bprop[inner] = True
+    if n:  # texts differing only in seq/op_id (a PyTorch call each) label one op
+        form = parsed["form"].to_numpy(np.int64)
+        name_src, type_src = form[name_src], form[type_src]
     n_t = max(len(parsed), 1)
     key = (name_src.astype(np.int64) * n_t + type_src) * 2 + bprop
     code, uniq = pd.factorize(key)

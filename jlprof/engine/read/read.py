@@ -767,6 +767,8 @@ def _used(cat: pd.Categorical, rows: np.ndarray) -> pd.Categorical:
     n = len(cat.categories)
     # code -1 (missing) is not a category; int32: the smallest codes (int8) would overflow
     used = np.bincount(np.add(codes, 1, dtype=np.int32), minlength=n + 1)[1:] > 0
+    if used.all():  # the same categories: no new Index to hash (7M unique PyTorch texts)
+        return pd.Categorical.from_codes(codes, dtype=cat.dtype)
     remap = np.append(np.cumsum(used, dtype=np.int32) - 1, np.int32(-1))  # [-1] -> -1
     return pd.Categorical.from_codes(remap[codes], categories=cat.categories[used])
 
@@ -776,6 +778,8 @@ def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(np.asarray(values, dtype=object))
+    elif cat.categories.dtype == object and not (np.asarray(cat.codes) < 0).any():
+        return cat  # already so: no new Index to hash
     cats = pd.Index(np.asarray(cat.categories, dtype=object), dtype=object)
     codes = np.asarray(cat.codes, dtype=np.int32)
     if (codes < 0).any():
