@@ -154,9 +154,7 @@ def test_sys_exit_and_big_output_leave_the_sidecar_running(prepared):
 def test_interrupting_the_notebook_kernel_stops_capture_cleanly(prepared):
     shell = prepared
     pid = shell.magics.session.sidecar.kernel_pid
-    # 4 s, not 2: once, beside another pytest-xdist worker on a loaded box, the cell showed no
-    # KeyboardInterrupt (the interrupt likely came before the loop had started)
-    timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
     # An interrupt that reached the sidecar before its cell started used to be lost (ipykernel
     # ignores SIGINT between requests) and this cell then ran forever; tests/sidecar's
     # test_an_interrupt_before_the_cell_starts_still_stops_it pins the fix. Should it come back,
