@@ -32,11 +32,16 @@ format:
 # One pytest run (one summary line for CI): the tests, plus the notebooks re-run by nbval and
 # compared with their saved outputs (notebooks/sanitize.cfg blanks timings, paths, run folders).
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+# pytest-xdist: one worker per core; a file's tests stay together (its module fixtures run once),
+# the browser tests share one JupyterLab, the longest files start first (tests/parallel.py).
+# The 25 slowest steps are listed in the log.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist loadfile --durations=25
 # The last line says what ran and where the full log is (pytest's own summary line stays above it).
 TEST_LOG ?= .cache/make-test.log
 test: install lint
 	@mkdir -p $(dir $(TEST_LOG))
-	@{ $(PY) -m pytest -v tests notebooks $(NBVAL); echo $$? > $(TEST_LOG).status; } 2>&1 \
+	@{ $(PY) -m pytest -v $(XDIST) tests notebooks $(NBVAL); echo $$? > $(TEST_LOG).status; } 2>&1 \
 	    | tee $(TEST_LOG); status=$$(cat $(TEST_LOG).status); \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests" >&2; fi; \
 	summary=$$(grep -E '^=+ .* in [0-9.]+s' $(TEST_LOG) | tail -n 1 | sed -E 's/^=+ //; s/ =+$$//'); \

@@ -21,3 +21,14 @@ def stats(tmp_path: Path) -> Stats:
     out = tmp_path / "nsys_stats"
     out.mkdir()
     return lambda path, report: nsys_stats(path, report, out)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile`` (``make test``): files, the browser tests as one unit, longest first
+    (tests/parallel.py)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from tests.parallel import FileGroups
+
+    return FileGroups(config, log)

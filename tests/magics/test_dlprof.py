@@ -176,7 +176,7 @@ def test_interrupting_the_notebook_kernel_stops_capture_cleanly(prepared):
     if stuck.is_set():
         shell.cell("--setup", SETUP)  # a fresh sidecar with the module's state for later tests
         pytest.fail("the sidecar did not stop on the interrupt (watchdog killed it after 90 s)")
-    assert "KeyboardInterrupt" in out.stderr
+    assert "KeyboardInterrupt" in out.stderr, (out.stdout[-2000:], out.stderr, shell.failure)
     assert shell.failure.startswith("jlprof: interrupted: the capture was stopped")
     prof = shell.ns["stopped"]
     db = Path(prof.trace.source)
@@ -325,13 +325,15 @@ def test_sidecar_death_is_reported_and_a_fresh_one_starts(shell, need_nsys):
     assert "not running" not in shell.line("kernel status").stdout
 
 
-def test_nsys_opts_that_break_capture_are_refused_before_starting(shell, need_nsys):
+def test_nsys_opts_that_break_capture_are_refused_before_starting(shell, need_nsys, tmp_path):
     shell.magics.session.shutdown()
-    before = set(Path(tempfile.gettempdir()).glob("jlprof-sidecar-*"))
-    out = shell.cell("--nsys_opts='--capture-range=none'", "print('never runs')")
+    # a temp folder of this test's own: other pytest workers start sidecars meanwhile
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tempfile, "tempdir", str(tmp_path))
+        out = shell.cell("--nsys_opts='--capture-range=none'", "print('never runs')")
     assert "conflicts with jlprof's own --capture-range" in shell.failure  # the cell fails
     assert "never runs" not in out.stdout and shell.magics.session.sidecar is None
-    assert set(Path(tempfile.gettempdir()).glob("jlprof-sidecar-*")) == before  # nothing left
+    assert not list(tmp_path.glob("jlprof-sidecar-*"))  # nothing left
     out = shell.cell("--nsys_opts='--trace=nvtx,osrt --sample=none' -o opts", "step = 1")
     assert "profile ok" in out.stdout, out.stderr
     out = shell.cell("--nsys_opts='--trace=nvtx'", "pass")

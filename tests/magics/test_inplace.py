@@ -8,6 +8,7 @@ repeats ``notebooks/plain_kernel.ipynb``'s checks (network, child processes, wid
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -114,6 +115,39 @@ def _nbval(notebook: Path, tmp: Path) -> subprocess.CompletedProcess:
     return proc
 
 
+def _assert_passed_with_good_runs(
+    proc: subprocess.CompletedProcess, passed: str, folder: Path, n_runs: int
+) -> None:
+    """nbval passed every cell; the notebook left ``n_runs`` run folders, each a good profile."""
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert passed in proc.stdout
+    folders = runs.list_runs(folder)
+    assert len(folders) == n_runs, folders
+    for run_folder in folders:
+        assert runs.read_manifest(run_folder)["status"] == "ok"
+        assert (run_folder / "nsys_profile.sqlite").exists()
+
+
+@contextlib.contextmanager
+def _inplace_kernel(monkeypatch: pytest.MonkeyPatch, cwd: Path, now: bool = True):
+    """A ``jlprof-inplace`` kernel (under ``nsys launch``) and its client, ready; shut down after
+    (``now``: killed, else a shutdown request)."""
+    from jupyter_client.manager import KernelManager
+
+    monkeypatch.setenv("JUPYTER_PATH", str(ROOT / "jupyter-config"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    km = KernelManager(kernel_name="jlprof-inplace")
+    km.start_kernel(cwd=str(cwd))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=now)
+
+
 @pytest.fixture(scope="module")
 def nbval_run(tmp_path_factory, need_nsys):
     tmp = tmp_path_factory.mktemp("inplace")
@@ -124,13 +158,7 @@ def nbval_run(tmp_path_factory, need_nsys):
 @pytest.mark.slow
 def test_inplace_notebook_passes_nbval_on_the_inplace_kernel(nbval_run) -> None:
     tmp, proc = nbval_run
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "12 passed" in proc.stdout
-    folders = runs.list_runs(tmp)
-    assert len(folders) == 2  # the %%dlprof cell and the %dlprof start ... stop span
-    for folder in folders:
-        assert runs.read_manifest(folder)["status"] == "ok"
-        assert (folder / "nsys_profile.sqlite").exists()
+    _assert_passed_with_good_runs(proc, "12 passed", tmp, 2)  # the cell; start ... stop
 
 
 @pytest.mark.nsys
@@ -140,13 +168,8 @@ def test_plain_kernel_checks_pass_in_place(need_nsys, tmp_path: Path) -> None:
     workers, a tqdm.auto widget, gloo on 127.0.0.1 and matplotlib inside in-place %%dlprof cells:
     the outputs nbval compares are those of a plain kernel, and each cell made a good profile."""
     proc = _nbval(PLAIN_NOTEBOOK, tmp_path)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "7 passed" in proc.stdout
-    folders = runs.list_runs(tmp_path)
-    assert len(folders) == 4  # network, child processes, tqdm + gloo, matplotlib
-    for folder in folders:
-        assert runs.read_manifest(folder)["status"] == "ok"
-        assert (folder / "nsys_profile.sqlite").exists()
+    # one run each: network, child processes, tqdm + gloo, matplotlib
+    _assert_passed_with_good_runs(proc, "7 passed", tmp_path, 4)
 
 
 @pytest.mark.nsys
@@ -180,22 +203,10 @@ def test_inplace_profile_equals_the_sidecars(nbval_run, tmp_path: Path) -> None:
 def test_the_nsys_agent_ends_with_the_kernel(need_nsys, monkeypatch, tmp_path, now) -> None:
     """nsys 2022.4's agent outlives the launched program; the launcher's watcher ends it, also
     when Jupyter kills the kernel's process group."""
-    from jupyter_client.manager import KernelManager
-
-    monkeypatch.setenv("JUPYTER_PATH", str(ROOT / "jupyter-config"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    km = KernelManager(kernel_name="jlprof-inplace")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=120)
+    with _inplace_kernel(monkeypatch, tmp_path, now=now) as (km, _):
         key = Path(km.connection_file).stem.removeprefix("kernel-")
         name = nsys_session.session_name(key)
         assert nsys_session.agent_pids(name), "the kernel runs under nsys launch"
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=now)
     deadline = time.monotonic() + 30
     while nsys_session.agent_pids(name) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -235,22 +246,13 @@ def test_interrupting_an_inplace_cell_analyses_what_ran_and_keeps_the_kernel(
     capture is stopped and analysed; the kernel, its variables and its nsys session remain."""
     import threading
 
-    from jupyter_client.manager import KernelManager
-
-    monkeypatch.setenv("JUPYTER_PATH", str(ROOT / "jupyter-config"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    km = KernelManager(kernel_name="jlprof-inplace")
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
     out: list[str] = []
 
     def keep(msg):
         if msg["header"]["msg_type"] == "stream":
             out.append(msg["content"]["text"])
 
-    try:
-        kc.wait_for_ready(timeout=120)
+    with _inplace_kernel(monkeypatch, tmp_path) as (km, kc):
         kc.execute_interactive("%load_ext jlprof\n" + SETUP + "\nkept = 42", timeout=60)
         timer = threading.Timer(5.0, km.interrupt_kernel)
         timer.start()
@@ -265,8 +267,5 @@ def test_interrupting_an_inplace_cell_analyses_what_ran_and_keeps_the_kernel(
         kc.execute_interactive("print(kept)\n%dlprof kernel status", output_hook=keep, timeout=60)
         text = "".join(out)
         assert "42" in text and "state Launched" in text, text
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
     [folder] = runs.list_runs(tmp_path)
     assert runs.read_manifest(folder)["iterations"] > 1

@@ -45,6 +45,25 @@ DEEP = """(root, sel) => {
     return out;
 }"""
 
+# JavaScript: what a jlprof dashboard element shows (null when there is none): its cards
+# (title -> [value, note]), the kernel table's title and drawn rows (the table with a yes/no TC
+# column; the op tree's has counts), its drawn Bokeh canvases and its text
+DASHBOARD = f"""(dash) => {{
+    if (!dash) return null;
+    const cards = {{}};
+    for (const c of dash.querySelectorAll('.jlprof-cards > div')) {{
+        const [title, value, note] = [...c.children].map(e => e.innerText.trim());
+        cards[title] = [value, note];
+    }}
+    const titles = ({DEEP})(dash, 'div').map(e => e.innerText || '')
+        .filter(t => /^Kernels \\(all ops\\): \\d+ rows$/.test(t.trim()));
+    const rows = ({DEEP})(dash, '.slick-row')
+        .map(r => [...r.querySelectorAll('.slick-cell')].map(c => c.innerText.trim()))
+        .filter(r => r.length === 6 && (r[5] === 'yes' || r[5] === 'no'));
+    return {{cards, kernel_title: titles.length ? titles[0].trim() : '', rows,
+             canvases: ({DEEP})(dash, 'canvas').length, text: dash.innerText}};
+}}"""
+
 # JavaScript: every BokehJS view on the page (plots, their renderers and annotations, ...)
 BOKEH_VIEWS = """() => {
     const views = [];

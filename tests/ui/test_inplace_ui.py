@@ -15,7 +15,7 @@ import jlprof
 from jlprof import runs
 from jlprof.nsys import session as nsys_session
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import DEEP, LabServer, open_notebook, screenshot, wait_idle
+from tests.ui.lab import DASHBOARD, LabServer, open_notebook, screenshot, wait_idle
 
 STEPS = 8
 PATH = "inplace/profile_in_place.ipynb"
@@ -45,23 +45,9 @@ RUN_FROM = """([i, command]) => {
     w.content.activeCellIndex = i;
     return app.commands.execute(command);
 }"""
-# the dashboard's cards (title -> [value, note]), kernel table title and rows, as shown
-SHOWN = f"""() => {{
-    const dash = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jlprof-dashboard');
-    if (!dash) return null;
-    const cards = {{}};
-    for (const c of dash.querySelectorAll('.jlprof-cards > div')) {{
-        const [title, value, note] = [...c.children].map(e => e.innerText.trim());
-        cards[title] = [value, note];
-    }}
-    const titles = ({DEEP})(dash, 'div').map(e => e.innerText || '')
-        .filter(t => /^Kernels \\(all ops\\): \\d+ rows$/.test(t.trim()));
-    const rows = ({DEEP})(dash, '.slick-row')
-        .map(r => [...r.querySelectorAll('.slick-cell')].map(c => c.innerText.trim()))
-        .filter(r => r.length === 6 && (r[5] === 'yes' || r[5] === 'no'));
-    return {{cards, kernel_title: titles.length ? titles[0].trim() : '', rows,
-             canvases: ({DEEP})(dash, 'canvas').length, text: dash.innerText}};
-}}"""
+# what the shown notebook's dashboard shows (tests/ui/lab.py DASHBOARD)
+SHOWN = f"""() => ({DASHBOARD})(
+    document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jlprof-dashboard'))"""
 
 
 def _dismiss_dialogs(page: Any) -> None:

@@ -22,7 +22,7 @@ import pytest
 import jlprof
 from tests.server.profiles import make_run, nsys_export_bytes
 from tests.ui.conftest import write_notebook
-from tests.ui.lab import ARTIFACTS, DEEP, LabServer, open_notebook, screenshot, wait_idle
+from tests.ui.lab import ARTIFACTS, DASHBOARD, DEEP, LabServer, open_notebook, screenshot, wait_idle
 
 SETTINGS = "lab/api/settings/jlprof:plugin"
 NOTIFICATIONS = "lab/api/settings/@jupyterlab/apputils-extension:notification"
@@ -236,23 +236,10 @@ def wait_ran(page: Any, path: str, timeout_ms: int = 120_000) -> None:
 # the panel of an open notebook
 PANEL = """(p) => window.jupyterapp.shell.widgets('main').find(
     w => w.context && w.context.path === p).node"""
-# what notebook p's dashboard shows: its cards (title -> [value, note]), the kernel table's
-# title and rendered rows (the table with a yes/no TC column; the op tree's has counts)
+# what notebook p's dashboard shows (tests/ui/lab.py DASHBOARD)
 SHOWN = f"""(p) => {{
     const node = ({PANEL})(p);
-    const dash = node && node.querySelector('.jlprof-dashboard');
-    if (!dash) return null;
-    const cards = {{}};
-    for (const c of dash.querySelectorAll('.jlprof-cards > div')) {{
-        const [title, value, note] = [...c.children].map(e => e.innerText.trim());
-        cards[title] = [value, note];
-    }}
-    const titles = ({DEEP})(dash, 'div').map(e => e.innerText || '')
-        .filter(t => /^Kernels \\(all ops\\): \\d+ rows$/.test(t.trim()));
-    const rows = ({DEEP})(dash, '.slick-row')
-        .map(r => [...r.querySelectorAll('.slick-cell')].map(c => c.innerText.trim()))
-        .filter(r => r.length === 6 && (r[5] === 'yes' || r[5] === 'no'));
-    return {{cards, kernel_title: titles.length ? titles[0].trim() : '', rows}};
+    return ({DASHBOARD})(node && node.querySelector('.jlprof-dashboard'));
 }}"""
 
 
