@@ -14,6 +14,7 @@ import pytest
 
 from jlprof import nsys
 from jlprof.nsys import session as ns
+from jlprof.nsys import tool
 
 HANG = textwrap.dedent(
     """\
@@ -178,9 +179,7 @@ def test_real_nsys_three_captures_from_one_launched_process(tmp_path: Path) -> N
 def test_start_lock_admits_one_nsys_start_at_a_time(tmp_path: Path, monkeypatch) -> None:
     """nsys 2022.4 hangs when two sessions start at the same instant: jlprof's starts take a
     per-user lock that another process cannot take while it is held."""
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tool, "LOCK_DIR", str(tmp_path))
     take = (
         "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
         "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)"
@@ -192,3 +191,60 @@ def test_start_lock_admits_one_nsys_start_at_a_time(tmp_path: Path, monkeypatch)
         assert held.returncode != 0 and b"BlockingIOError" in held.stderr
     free = subprocess.run([sys.executable, "-c", take, str(lock)], capture_output=True)
     assert free.returncode == 0, free.stderr
+
+
+TAKE = (
+    "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+    "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)"
+)
+
+
+def _free(lock: Path) -> bool:
+    got = subprocess.run([sys.executable, "-c", TAKE, str(lock)], capture_output=True)
+    assert got.returncode == 0 or b"BlockingIOError" in got.stderr, got.stderr
+    return got.returncode == 0
+
+
+def test_an_nsys_profile_start_keeps_the_lock_a_while_then_runs_unlocked(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``nsys profile`` (jlprof's CLI, ``%%dlprof`` runs of a script) starts inside
+    :func:`tool.start_window`: no other start for ``settle_s``, then the run goes on unlocked."""
+    monkeypatch.setattr(tool, "LOCK_DIR", str(tmp_path))
+    with tool.start_window(settle_s=1.5):
+        proc = subprocess.Popen(["sleep", "6"])
+    (lock,) = tmp_path.glob("jlprof-nsys-start-*.lock")
+    try:
+        assert not _free(lock)
+        deadline = time.monotonic() + 5
+        while not _free(lock):
+            assert time.monotonic() < deadline, "the start lock was never let go"
+            time.sleep(0.1)
+        assert proc.poll() is None  # released while the session still runs
+    finally:
+        proc.kill()
+
+
+def test_the_in_place_launch_keeps_the_lock_through_its_exec(tmp_path: Path) -> None:
+    """The in-place launcher becomes ``nsys launch`` by exec: a detached process keeps the
+    lock ``settle_s`` after it, then the launched program runs unlocked."""
+    code = (
+        "import os, sys; from jlprof.nsys import tool; tool.LOCK_DIR = sys.argv[1]; "
+        "tool.lock_through_exec(1.5); os.execvp('sleep', ['sleep', '6'])"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 10
+        while not list(tmp_path.glob("jlprof-nsys-start-*.lock")):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (lock,) = tmp_path.glob("jlprof-nsys-start-*.lock")
+        while _free(lock):  # opened, then taken
+            assert time.monotonic() < deadline, "the start lock was never taken"
+            time.sleep(0.05)
+        while not _free(lock):
+            assert time.monotonic() < deadline, "the start lock was never let go"
+            time.sleep(0.1)
+        assert proc.poll() is None  # the exec'd program still runs
+    finally:
+        proc.kill()

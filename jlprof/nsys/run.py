@@ -29,7 +29,7 @@ from jlprof.nsys.locate import (
     _last_lines,
 )
 from jlprof.nsys.qdstrm import import_qdstrm
-from jlprof.nsys.tool import IMPORTER_NOTE, _is_importer_noise
+from jlprof.nsys.tool import IMPORTER_NOTE, _is_importer_noise, start_window
 
 
 @dataclass
@@ -147,16 +147,17 @@ def _stream(
     Returns the exit status, the last 200 output lines and whether the timeout fired."""
     tail: deque[str] = deque(maxlen=200)
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=cwd,
-            text=True,
-            errors="replace",
-            bufsize=1,
-        )
+        with start_window():  # one nsys session starts at a time (2022.4 hangs on two)
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                text=True,
+                errors="replace",
+                bufsize=1,
+            )
     except FileNotFoundError:
         raise NsysNotFound(f"cannot run {argv[0]}: no such program; {INSTALL_HINT}") from None
     assert proc.stdout is not None

@@ -8,6 +8,8 @@ import fcntl
 import os
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Iterator, Sequence
 
 from jlprof.nsys.locate import INSTALL_HINT, NsysFailed, NsysNotFound, _last_lines
@@ -71,17 +73,63 @@ def _output_lines(output: str | bytes | None) -> list[str]:
     return output.splitlines()
 
 
+#: where the start lock lives: one place whatever TMPDIR says (a sidecar kernel and pytest's
+#: workers set their own), since the race is between any two nsys sessions of the machine
+LOCK_DIR = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+#: how long a start keeps the lock: two ``nsys profile`` started 2.5 s apart ran 8 of 8 pairs
+START_SETTLE_S = 3.0
+
+
+def _locked() -> int:
+    """The start lock, taken (blocking): a descriptor to close to let it go."""
+    path = os.path.join(LOCK_DIR, f"jlprof-nsys-start-{os.getuid()}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 @contextlib.contextmanager
 def start_lock() -> Iterator[None]:
     """Held while an nsys session starts: nsys 2022.4 cannot start two sessions at the same
     instant (measured: of two ``nsys profile`` started together, one hung in 5 of 7 pairs and
     its agent stayed behind, failing later starts with "Agent launcher failed"; 2.5 s apart,
-    8 of 8 pairs ran). One lock per user, in the temporary folder, opened without following
-    links."""
-    path = os.path.join(tempfile.gettempdir(), f"jlprof-nsys-start-{os.getuid()}.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    8 of 8 pairs ran). One lock per user, opened without following links."""
+    fd = _locked()
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def start_window(settle_s: float = START_SETTLE_S) -> Iterator[None]:
+    """:func:`start_lock` around a session's start (``nsys profile`` started in the block),
+    kept ``settle_s`` after the block so the session is under way before another starts;
+    the session itself then runs unlocked."""
+    fd = _locked()
+    try:
+        yield
+    except BaseException:
+        os.close(fd)
+        raise
+    timer = threading.Timer(settle_s, os.close, (fd,))
+    timer.daemon = True
+    timer.start()
+
+
+def lock_through_exec(settle_s: float = START_SETTLE_S) -> None:
+    """:func:`start_window` for an nsys that is about to replace this process (``exec``): a
+    detached grandchild keeps the lock ``settle_s``, our own descriptor closes at the exec."""
+    fd = _locked()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the forked processes
+        if os.fork() == 0:
+            os.closerange(0, fd)
+            os.closerange(fd + 1, 4096)
+            time.sleep(settle_s)
+        os._exit(0)
+    os.waitpid(child, 0)

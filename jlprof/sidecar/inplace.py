@@ -141,6 +141,10 @@ def main() -> None:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
         )  # fmt: skip
+    if argv[0] != sys.executable:  # nsys launch: one nsys session starts at a time
+        from jlprof.nsys.tool import lock_through_exec
+
+        lock_through_exec()
     os.execvpe(argv[0], argv, env)
 
 
