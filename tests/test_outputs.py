@@ -4,25 +4,14 @@ the sizes of the writes; the writer's errors raised in the caller, and no file l
 from __future__ import annotations
 
 import errno
-import itertools
 
 import pytest
 
 from jlprof import outputs, writer
 from jlprof.errors import OutputError
+from tests.fixtures.pieces import pieces
 
 SLICE = writer._WRITE_SLICE
-
-
-def _pieces(total: int, seed: int) -> list[bytes]:
-    """``total`` bytes of varied content in uneven pieces (a writer's batches)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    data = rng.integers(0, 256, total, dtype=np.uint8).tobytes()
-    cuts = np.sort(rng.integers(0, total + 1, 7)) if total else np.zeros(0, int)
-    edges = [0, *cuts.tolist(), total]
-    return [data[a:b] for a, b in itertools.pairwise(edges)]
 
 
 @pytest.mark.parametrize("total", [0, 1, 4095, SLICE - 1, SLICE, SLICE + 1, 3 * SLICE - 7])
@@ -30,7 +19,7 @@ def test_background_file_holds_every_byte_in_order_whatever_its_size(tmp_path, t
     """Writes of any size, bytes and memoryviews (the encoders hand Arrow buffers), split
     into slices by the thread: the file holds exactly the bytes given, and nothing else is
     left in the folder."""
-    parts = _pieces(total, total)
+    parts = pieces(total, total)
     target = tmp_path / "out.bin"
     with outputs.written_file(target, background=True) as f:
         for i, p in enumerate(parts):

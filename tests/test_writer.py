@@ -5,7 +5,6 @@ cache where the cache is the cheaper; a file system that refuses ``O_DIRECT``; a
 from __future__ import annotations
 
 import io
-import itertools
 import os
 import shutil
 import tempfile
@@ -14,19 +13,9 @@ from pathlib import Path
 import pytest
 
 from jlprof import outputs, writer
+from tests.fixtures.pieces import pieces, write_through
 
 SLICE = writer._WRITE_SLICE
-
-
-def _pieces(total: int, seed: int) -> list[bytes]:
-    """``total`` bytes of varied content in uneven pieces (a writer's batches)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    data = rng.integers(0, 256, total, dtype=np.uint8).tobytes()
-    cuts = np.sort(rng.integers(0, total + 1, 7)) if total else np.zeros(0, int)
-    edges = [0, *cuts.tolist(), total]
-    return [data[a:b] for a, b in itertools.pairwise(edges)]
 
 
 def _direct_fds(monkeypatch) -> list[int]:
@@ -57,12 +46,9 @@ def test_background_file_holds_every_byte_in_order_whatever_its_size(
     """Past ``DIRECT_AFTER`` the writer goes past the page cache in aligned slices and pads
     the last one: the file must still hold exactly the bytes given (no padding, no loss)."""
     monkeypatch.setattr(writer, "DIRECT_AFTER", after)
-    parts = _pieces(total, total)
+    parts = pieces(total, total)
     target = tmp_path / "out.bin"
-    with outputs.written_file(target, background=True) as f:
-        for p in parts:
-            f.write(p)
-    assert target.read_bytes() == b"".join(parts)
+    write_through(target, parts)
     assert list(tmp_path.iterdir()) == [target]
 
 
@@ -125,12 +111,9 @@ def test_a_file_system_that_refuses_o_direct_midway_gets_the_rest_through_the_ca
 
     monkeypatch.setattr(writer, "DIRECT_AFTER", 0)
     direct, seen = _direct_writes(monkeypatch, refuse_second)
-    parts = _pieces(3 * SLICE + 123, 5)
+    parts = pieces(3 * SLICE + 123, 5)
     target = tmp_path / "out.bin"
-    with outputs.written_file(target, background=True) as f:
-        for p in parts:
-            f.write(p)
-    assert target.read_bytes() == b"".join(parts)
+    write_through(target, parts)
     if direct:  # O_DIRECT opened here: the first slice went by it, the second was refused
         assert seen == [SLICE, SLICE]
 
@@ -237,7 +220,7 @@ def test_back_to_the_cache_where_it_costs_less_than_the_disk_weighted_by_its_hol
     less per byte than the direct ones times the share of the probe's time spent in them;
     else it stays past the cache. Either way the file holds every byte, in order."""
     now, seen = _probe_stage(tmp_path, monkeypatch, always=6)
-    data = _pieces(9 * SLICE + 77, 9)
+    data = pieces(9 * SLICE + 77, 9)
     target = tmp_path / "out.bin"
     _through_slices(_Clocked(str(target), now, cached_s), data, producer_s)
     assert target.read_bytes() == b"".join(data)
@@ -332,12 +315,8 @@ def test_a_file_on_tmpfs_stays_in_the_cache(monkeypatch):
         assert writer._open_direct(str(folder)) is None
         monkeypatch.setattr(writer, "DIRECT_AFTER", 0)
         _, seen = _direct_writes(monkeypatch)
-        parts = _pieces(3 * SLICE + 5, 3)
-        target = folder / "out.bin"
-        with outputs.written_file(target, background=True) as f:
-            for p in parts:
-                f.write(p)
-        assert target.read_bytes() == b"".join(parts)
+        parts = pieces(3 * SLICE + 5, 3)
+        write_through(folder / "out.bin", parts)
         assert seen == []
     finally:
         shutil.rmtree(folder)
