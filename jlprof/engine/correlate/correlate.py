@@ -270,7 +270,7 @@ def correlate(
             "instance_no": narrow(  # "Batch 17" is op "Batch #", instance 17
                 np.concatenate(
                     [
-                        ranges.parsed["instance_no"].to_numpy(np.int64)[ranges.text_code],
+                        np.asarray(ranges.instance_no, np.int64),
                         np.full(n_inst - n_r, -1, np.int64),
                     ]
                 )

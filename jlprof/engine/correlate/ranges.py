@@ -24,7 +24,7 @@ from jlprof.engine.correlate.framework_names import TENSORFLOW
 from jlprof.engine.correlate.ops import abs_path, parse_texts
 from jlprof.engine.correlate.tensorcore import op_type_tc_eligible
 from jlprof.engine.correlate.torch_ops import label_names, range_labels, tops
-from jlprof.engine.read.narrow import index_dtype
+from jlprof.engine.read.narrow import index_dtype, narrow
 from jlprof.engine.read.trace import GLOBAL_PID_MASK
 
 NONE = -1
@@ -301,8 +301,9 @@ class Ranges:
     start_ns: np.ndarray  # int64 per range
     end_ns: np.ndarray
     global_tid: np.ndarray
-    parsed: pd.DataFrame  # parse_texts of the text categories
+    parsed: pd.DataFrame  # parse_texts of the text categories, one row per form
     text_code: np.ndarray  # row of ``parsed`` per range (int32 when it fits, as below)
+    instance_no: np.ndarray  # per range: "Batch 17" is op "Batch #", instance 17 (else -1)
     top: np.ndarray  # emit_nvtx top per range (torch_ops.tops), NONE when not an op call
     labels: pd.DataFrame  # torch_ops.range_labels: one row per distinct label
     label: np.ndarray  # label per range
@@ -343,12 +344,21 @@ def range_pass(nv: pd.DataFrame, mode: str | None) -> Ranges:
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
     parsed = parse_texts(list(text_cats), mode)
     text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    # one row per form, not per text (a PyTorch run has a text per call, differing in seq and
+    # op_id only): each range keeps its own seq and instance number
+    seq = parsed["seq"].to_numpy(np.int64)[text_code]
+    instance_no = narrow(parsed["instance_no"].to_numpy(np.int64)[text_code])
+    forms, form_of = np.unique(parsed["form"].to_numpy(np.int64), return_inverse=True)
+    parsed = parsed.drop(columns=["seq", "instance_no", "form"]).iloc[forms]
+    parsed = parsed.reset_index(drop=True)
+    text_code = form_of.reshape(-1)[text_code]
     is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
     r_top = tops(is_call[text_code], rl.parent)
 
     # op identity: each range's label (parsed texts) and the op it names
     r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64, copy=False)
-    labels, r_label = range_labels(parsed, text_code, rl.parent, r_top, r_start, r_pid)
+    labels, r_label = range_labels(parsed, text_code, seq, rl.parent, r_top, r_start, r_pid)
+    del seq
     ops, named, label_op = _range_ops(parsed, labels)
     op_abs = np.full(len(ops), "", dtype=object)
     scoped = mode in TENSORFLOW  # TF op names are scopes: model/dense/MatMul
@@ -362,6 +372,7 @@ def range_pass(nv: pd.DataFrame, mode: str | None) -> Ranges:
         global_tid=r_tid,
         parsed=parsed,
         text_code=_rows(text_code, len(parsed)),
+        instance_no=instance_no,
         top=_rows(r_top, len(r_top)),
         labels=labels,
         label=_rows(r_label, len(labels)),

@@ -43,6 +43,7 @@ def tops(is_torch: np.ndarray, parent: np.ndarray) -> np.ndarray:
 def range_labels(
     parsed: pd.DataFrame,
     text_code: np.ndarray,
+    seq: np.ndarray,
     parent: np.ndarray,
     top: np.ndarray,
     start: np.ndarray,
@@ -55,6 +56,8 @@ def range_labels(
     texts are the range's own; a pyprof op call under a call-site marker is named by that
     marker (:func:`label_names`); a linked backward top is its forward op (the forward top's
     label) as bprop, and a forward-typed call inside a backward top runs for bprop too.
+    ``text_code``: each range's row of ``parsed``; ``seq``: its emit_nvtx sequence number
+    (-1: none).
     """
     n = len(text_code)
     name_src = text_code.copy()
@@ -68,13 +71,10 @@ def range_labels(
         p = np.where(mod, parent[np.maximum(p, 0)], p)
         site = (p >= 0) & (kind[text_code[np.maximum(p, 0)]] == "trace")
         name_src[rows[site]] = text_code[p[site]]
-        linked, fwd, inner = _backward(parsed, text_code, top, start, process)
+        linked, fwd, inner = _backward(parsed, text_code, seq, top, start, process)
         name_src[linked], type_src[linked] = name_src[fwd], type_src[fwd]
         bprop[linked] = True
         bprop[inner] = True
-    if n:  # texts differing only in seq/op_id (a PyTorch call each) label one op
-        form = parsed["form"].to_numpy(np.int64)
-        name_src, type_src = form[name_src], form[type_src]
     n_t = max(len(parsed), 1)
     key = (name_src.astype(np.int64) * n_t + type_src) * 2 + bprop
     code, uniq = pd.factorize(key)
@@ -102,6 +102,7 @@ def label_names(parsed: pd.DataFrame, labels: pd.DataFrame) -> np.ndarray:
 def _backward(
     parsed: pd.DataFrame,
     text_code: np.ndarray,
+    seq: np.ndarray,
     top: np.ndarray,
     start: np.ndarray,
     process: np.ndarray,
@@ -113,7 +114,6 @@ def _backward(
     (a pyprof op call holds the emit_nvtx calls that carry it); the last top by start wins.
     Sequence numbers are per process (``process``: a code per range), never matched across.
     """
-    seq = parsed["seq"].to_numpy(np.int64)[text_code]
     span = int(seq.max()) + 2 if len(seq) else 1
     pkey = process.astype(np.int64) * span  # (process, seq) as one key; -1 stays negative
     node = parsed["bwd_node"].to_numpy(bool)[text_code]

@@ -538,8 +538,9 @@ def assemble(
         np.concatenate([np.asarray(event_type, np.int64), np.zeros(n_inst - n_r, np.int64)])
     )
     del event_type
-    instance_no = ranges.parsed["instance_no"].to_numpy(np.int64)[ranges.text_code]
+    instance_no = np.asarray(ranges.instance_no, np.int64)
     ranges.text_code = ranges.top = ranges.label = None  # type: ignore[assignment]
+    ranges.instance_no = None  # type: ignore[assignment]
     cols["instance_no"] = narrow(np.concatenate([instance_no, np.full(n_inst - n_r, -1, np.int64)]))
     del instance_no
     order = ["start_ns", "end_ns", "cpu_ns", "global_tid", "op", "parent", "path", "synthetic",
