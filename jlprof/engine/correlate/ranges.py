@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.correlate.framework_names import TENSORFLOW
-from jlprof.engine.correlate.ops import abs_path, parse_texts
+from jlprof.engine.correlate.ops import abs_path, parse_forms
 from jlprof.engine.correlate.tensorcore import op_type_tc_eligible
 from jlprof.engine.correlate.torch_ops import label_names, range_labels, tops
 from jlprof.engine.read.narrow import index_dtype, narrow
@@ -301,7 +301,7 @@ class Ranges:
     start_ns: np.ndarray  # int64 per range
     end_ns: np.ndarray
     global_tid: np.ndarray
-    parsed: pd.DataFrame  # parse_texts of the text categories, one row per form
+    parsed: pd.DataFrame  # ops.parse_forms: the texts' parsed fields, one row per form
     text_code: np.ndarray  # row of ``parsed`` per range (int32 when it fits, as below)
     instance_no: np.ndarray  # per range: "Batch 17" is op "Batch #", instance 17 (else -1)
     top: np.ndarray  # emit_nvtx top per range (torch_ops.tops), NONE when not an op call
@@ -342,16 +342,15 @@ def range_pass(nv: pd.DataFrame, mode: str | None) -> Ranges:
 
     # range texts, parsed once each; emit_nvtx chains work for their outermost range
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
-    parsed = parse_texts(list(text_cats), mode)
-    text_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
     # one row per form, not per text (a PyTorch run has a text per call, differing in seq and
     # op_id only): each range keeps its own seq and instance number
-    seq = parsed["seq"].to_numpy(np.int64)[text_code]
-    instance_no = narrow(parsed["instance_no"].to_numpy(np.int64)[text_code])
-    forms, form_of = np.unique(parsed["form"].to_numpy(np.int64), return_inverse=True)
-    parsed = parsed.drop(columns=["seq", "instance_no", "form"]).iloc[forms]
-    parsed = parsed.reset_index(drop=True)
-    text_code = form_of.reshape(-1)[text_code]
+    forms = parse_forms(list(text_cats), mode)
+    parsed = forms.frame
+    cat_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
+    seq = forms.seq[cat_code]
+    instance_no = narrow(forms.instance_no[cat_code])
+    text_code = forms.code[cat_code]
+    del forms, cat_code
     is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
     r_top = tops(is_call[text_code], rl.parent)
 
