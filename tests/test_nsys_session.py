@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -248,3 +249,39 @@ def test_the_in_place_launch_keeps_the_lock_through_its_exec(tmp_path: Path) -> 
         assert proc.poll() is None  # the exec'd program still runs
     finally:
         proc.kill()
+
+
+def test_a_failed_start_names_the_nsys_agents_running(tmp_path: Path) -> None:
+    """An agent left by a failed nsys 2022.4 start fails every later start with "End of file":
+    the error names this user's running agents (pid, session) and how to end them."""
+    proc = tmp_path / "proc"
+    argvs = {
+        "101": ["/opt/nsys", "--start-agent", "--session-name=jlprof-k1"],
+        "102": ["/opt/nsys", "--start-agent"],
+        "103": ["python", "train.py"],
+        "self": ["x"],
+    }
+    for pid, argv in argvs.items():
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    assert ns.running_agents(proc) == [(101, "jlprof-k1"), (102, "")]
+    hint = ns.agents_hint(proc)
+    assert "101 (session jlprof-k1), 102." in hint and "kill PID" in hint
+    assert ns.agents_hint(tmp_path / "empty") == ""
+    # the real /proc: this test's own process is no agent
+    assert all(pid != os.getpid() for pid, _ in ns.running_agents())
+
+
+def test_nsys_profile_that_writes_nothing_names_the_agents(tmp_path: Path, monkeypatch) -> None:
+    """The CLI's and the magic's nsys runs carry the hint in their error."""
+    from jlprof.nsys import run as nsys_run
+
+    fake = tmp_path / "nsys"
+    fake.write_text("#!/bin/sh\necho 'End of file'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(ns, "running_agents", lambda proc=None: [(4242, "stale")])
+    monkeypatch.setattr(tool, "LOCK_DIR", str(tmp_path))
+    argv = [str(fake), "profile", "-o", str(tmp_path / "out"), "python", "-c", "pass"]
+    with pytest.raises(nsys.NsysFailed) as err:
+        nsys_run.run_profile(argv, on_output=lambda _line: None)
+    assert "End of file" in str(err.value) and "4242 (session stale)" in str(err.value)

@@ -104,7 +104,11 @@ def run_profile(
     generated = _generated_reports(lines, base, started)
     if not generated:
         why = f"stopped after {timeout:.0f} s" if timed_out else f"exit {returncode}"
-        raise NsysFailed(f"nsys profile wrote no report ({why}): {_last_lines(lines)}", lines)
+        from jlprof.nsys.session import agents_hint
+
+        raise NsysFailed(
+            f"nsys profile wrote no report ({why}): {_last_lines(lines)}{agents_hint()}", lines
+        )
     reports, recordings = _imported(generated, lines, started, force, nsys, say)
     return ProfileResult(returncode, reports, recordings, lines[-40:], timed_out)
 

@@ -75,6 +75,42 @@ def agent_pids(name: str, proc: Path = Path("/proc")) -> list[int]:
     return sorted(found)
 
 
+def running_agents(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
+    """This user's nsys agents (``nsys --start-agent``), each with its session's name ('' when
+    it has none): what to name when an nsys start fails, since an agent left behind by a
+    failed start makes later starts fail with nothing but "End of file"."""
+    found = []
+    uid = os.getuid()
+    for entry in proc.iterdir() if proc.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if entry.stat().st_uid != uid:
+                continue
+        except OSError:
+            continue
+        if b"--start-agent" in argv:
+            named = [a.split(b"=", 1)[1] for a in argv if a.startswith(b"--session-name=")]
+            found.append((int(entry.name), (named or [b""])[0].decode(errors="replace")))
+    return sorted(found)
+
+
+def agents_hint(proc: Path = Path("/proc")) -> str:
+    """A sentence for an nsys start's error: the agents running (a failed earlier start can
+    leave one that fails every later start) and how to end one no longer in use; '' when
+    none runs."""
+    agents = running_agents(proc)
+    if not agents:
+        return ""
+    shown = ", ".join(f"{pid}" + (f" (session {name})" if name else "") for pid, name in agents[:5])
+    more = f" and {len(agents) - 5} more" if len(agents) > 5 else ""
+    return (
+        f"; nsys agents already running: {shown}{more}. An agent left by a failed nsys start "
+        "makes later starts fail: end the ones no notebook or run uses any more (kill PID)"
+    )
+
+
 @dataclass
 class Session:
     """Control of one named nsys session (the program runs under ``nsys launch`` already)."""

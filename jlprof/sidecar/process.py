@@ -39,6 +39,7 @@ from typing import Any
 
 from jlprof import nsys
 from jlprof.errors import JlprofError
+from jlprof.nsys import session as nsys_session
 from jlprof.sidecar import netns
 from jlprof.sidecar.capture import NVTX_CAPTURE
 from jlprof.sidecar.kernel import ORIGINAL_TMPDIR, PARENT_PID, PIPE
@@ -284,7 +285,8 @@ class Sidecar:
                     self._cleanup()
                     raise nsys.NsysFailed(
                         "the sidecar kernel did not start under nsys "
-                        f"(exit {self.proc.returncode}): {nsys._last_lines(self.tail)}",
+                        f"(exit {self.proc.returncode}): {nsys._last_lines(self.tail)}"
+                        f"{nsys_session.agents_hint()}",
                         list(self.tail),
                     )
                 try:
