@@ -1,9 +1,9 @@
 """How ``make test`` spreads the suite over pytest-xdist workers (``-n auto --dist loadfile``).
 
 A file's tests stay on one worker, so its module fixtures (a real-trace CLI run, nsys captures, a
-notebook's cells under nbval sharing one kernel) run once. The browser tests (``tests/ui/``) are
-one unit: one JupyterLab and one Chromium per session, as without xdist. The files that start nsys
-sessions are one unit, so no two of them overlap, as without xdist. The longest units start
+notebook's cells under nbval sharing one kernel) run once. The files that start nsys sessions
+are one unit, so no two of them overlap, as without xdist (the browser tests among them: one
+JupyterLab and one Chromium per session). The longest units start
 first (measured with ``--durations`` on the 2-core box): a long file left for the end would keep
 one worker busy while the other idles. The order only changes the wall time, never what runs.
 """
@@ -16,21 +16,25 @@ from typing import Any
 from xdist.scheduler import LoadFileScheduling
 
 GROUPS = {
-    # one JupyterLab and one Chromium (session fixtures) for every browser test
-    "tests/ui/": ("tests/ui/",),
-    # the files that start nsys sessions (profile, launch, the sidecar), one after another as
-    # in a serial run: two nsys 2022.4 sessions started together can hang (nsys.start_lock)
+    # every file that starts nsys sessions (profile, launch, the sidecar, kernels under nsys in
+    # JupyterLab), one after another as in a serial run: two nsys 2022.4 sessions started
+    # together can hang or fail with "End of file" (nsys.start_lock covers jlprof's own starts,
+    # not the tests' direct nsys calls nor an in-place capture's nsys start). The browser tests
+    # are among them, sharing one JupyterLab and one Chromium as before.
     "nsys": (
-        "tests/magics/test_dlprof.py",
-        "tests/magics/test_inplace.py",
-        "tests/magics/test_notebooks.py",
+        "tests/magics/",
+        "tests/server/",
         "tests/sidecar/test_process.py",
-        "tests/server/test_provisioner.py",
         "tests/test_gpu_metrics.py",
         "tests/test_nsys.py",
         "tests/test_nsys_session.py",
+        "tests/test_options.py",
         "tests/test_profile_command.py",
+        "tests/test_readme.py",
+        "tests/test_wheel.py",
         "tests/torch/",
+        "tests/ui/",
+        "notebooks/inplace/",
         "notebooks/quickstart.ipynb",
         "notebooks/plain_kernel.ipynb",
     ),
@@ -38,9 +42,7 @@ GROUPS = {
 """Units of several files: their name and the paths (files or folders) they hold."""
 
 FIRST = (
-    "nsys",  # ~240 s
-    "tests/ui/",  # ~150 s: JupyterLab + Chromium
-    "tests/test_wheel.py",  # ~100 s: builds the wheel, pip-installs it with JupyterLab
+    "nsys",  # ~500 s: nsys ~240, JupyterLab + Chromium ~150, the wheel ~100
     "tests/engine/test_windowed.py",
     "tests/test_cli_windowed.py",
     "tests/engine/test_store_parts.py",
