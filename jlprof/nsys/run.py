@@ -29,6 +29,7 @@ from jlprof.nsys.locate import (
     _last_lines,
 )
 from jlprof.nsys.qdstrm import import_qdstrm
+from jlprof.nsys.session import agents_hint
 from jlprof.nsys.tool import IMPORTER_NOTE, _is_importer_noise, start_window
 
 
@@ -104,8 +105,6 @@ def run_profile(
     generated = _generated_reports(lines, base, started)
     if not generated:
         why = f"stopped after {timeout:.0f} s" if timed_out else f"exit {returncode}"
-        from jlprof.nsys.session import agents_hint
-
         raise NsysFailed(
             f"nsys profile wrote no report ({why}): {_last_lines(lines)}{agents_hint()}", lines
         )

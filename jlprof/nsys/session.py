@@ -14,7 +14,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,10 +59,8 @@ def launch_argv(
     return [str(nsys), "launch", f"--session-new={name}", *options, *program]
 
 
-def agent_pids(name: str, proc: Path = Path("/proc")) -> list[int]:
-    """Pids of the nsys agents of session ``name`` (``nsys --start-agent --session-name=NAME``)."""
-    found = []
-    want = f"--session-name={name}".encode()
+def _agents(proc: Path) -> Iterator[tuple[Path, list[bytes]]]:
+    """The nsys agents (``nsys --start-agent``) in ``proc``: each one's folder and argv."""
     for entry in proc.iterdir() if proc.is_dir() else ():
         if not entry.name.isdigit():
             continue
@@ -70,29 +68,30 @@ def agent_pids(name: str, proc: Path = Path("/proc")) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"--start-agent" in argv and want in argv:
-            found.append(int(entry.name))
-    return sorted(found)
+        if b"--start-agent" in argv:
+            yield entry, argv
+
+
+def agent_pids(name: str, proc: Path = Path("/proc")) -> list[int]:
+    """Pids of the nsys agents of session ``name`` (``nsys --start-agent --session-name=NAME``)."""
+    want = f"--session-name={name}".encode()
+    return sorted(int(entry.name) for entry, argv in _agents(proc) if want in argv)
 
 
 def running_agents(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
-    """This user's nsys agents (``nsys --start-agent``), each with its session's name ('' when
-    it has none): what to name when an nsys start fails, since an agent left behind by a
-    failed start makes later starts fail with nothing but "End of file"."""
+    """This user's nsys agents, each with its session's name ('' when it has none): what to
+    name when an nsys start fails, since an agent left behind by a failed start makes later
+    starts fail with nothing but "End of file"."""
     found = []
     uid = os.getuid()
-    for entry in proc.iterdir() if proc.is_dir() else ():
-        if not entry.name.isdigit():
-            continue
+    for entry, argv in _agents(proc):
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
             if entry.stat().st_uid != uid:
                 continue
         except OSError:
             continue
-        if b"--start-agent" in argv:
-            named = [a.split(b"=", 1)[1] for a in argv if a.startswith(b"--session-name=")]
-            found.append((int(entry.name), (named or [b""])[0].decode(errors="replace")))
+        named = [a.split(b"=", 1)[1] for a in argv if a.startswith(b"--session-name=")]
+        found.append((int(entry.name), (named or [b""])[0].decode(errors="replace")))
     return sorted(found)
 
 

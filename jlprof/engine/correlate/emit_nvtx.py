@@ -92,14 +92,17 @@ def _s(text: str) -> pa.Scalar:
     return pa.scalar(text, pa.large_string())
 
 
-def skeletons(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, list[str], list[str], np.ndarray]:
+def skeletons(
+    texts: pa.Array,
+) -> tuple[np.ndarray, np.ndarray, list[str], list[str], np.ndarray, np.ndarray]:
     """The emit_nvtx texts among many, split by RE2 in pyarrow with :data:`_SUFFIXES` (no
     Python per text: a PyTorch run has a unique text per call). Each is reduced to its
     *skeleton*, the text with ``seq`` (its sign kept) and ``op_id`` zeroed, on which every field
     of :func:`parse` but ``seq`` depends. Returns the rows taken (texts with a suffix or the
     autograd wrapper; none with a newline, where ``$`` differs between the engines, nor a
     ``{`` dict marker), each row's skeleton code, the skeletons, the name RE2 found in each
-    skeleton's first row (for the caller to check against :func:`parse`) and each row's seq."""
+    skeleton's first row (for the caller to check against :func:`parse`), that first row's text
+    and each row's seq."""
     got = pc.extract_regex(texts, "(?s)" + _SUFFIXES.pattern)
     empty = _s("")
     f = {
@@ -136,7 +139,8 @@ def skeletons(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, list[str], list[
     firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
     names = f["name"].take(pa.array(firsts)).to_pylist()
     seq = pc.if_else(has["seq"], f["seq"], _s("-1")).cast(pa.int64())
-    return rows, codes, enc.dictionary.to_pylist(), names, seq.to_numpy(zero_copy_only=False)
+    skel = enc.dictionary.to_pylist()
+    return rows, codes, skel, names, rows[firsts], seq.to_numpy(zero_copy_only=False)
 
 
 def is_evaluate(text: str) -> bool:

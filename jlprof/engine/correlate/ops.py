@@ -190,7 +190,7 @@ def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     text: the range pass's 7.45M distinct texts of a 10M-kernel PyTorch run are 412 forms."""
     texts = [str(t) for t in texts]
     n = len(texts)
-    rows, codes, skeletons, names, seq_fast = emit_nvtx.skeletons(
+    rows, codes, skeletons, names, firsts, seq_fast = emit_nvtx.skeletons(
         pa.array(texts, pa.large_string())
     )
     marks = [emit_nvtx.parse(k) for k in skeletons]
@@ -208,6 +208,7 @@ def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     rest = np.flatnonzero(rest)
     each = _parse_each([texts[i] for i in rest], mode)
     used, pos = np.unique(codes, return_inverse=True)  # the skeletons in use, each text's
+    pos = pos.reshape(-1)
     blank = ("",) * len(COLUMNS)
     one = pd.DataFrame(
         [_parse_one(skeletons[k], marks[k], None, mode) if marks[k] else blank for k in used],
@@ -221,23 +222,22 @@ def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     one["op_id"] = np.where(
         one["direction"] != "", one["op_name"] + ":" + one["direction"], one["op_name"]
     )
-    first = np.full(len(used), n, np.int64)
-    np.minimum.at(first, pos.reshape(-1), idx)
-    keys = np.concatenate([first, rest])  # forms in order of their first text
+    # forms in order of their first text (a kept skeleton keeps all its texts)
+    keys = np.concatenate([firsts[used], rest])
     order = np.argsort(keys, kind="stable")
     rank = np.empty(len(keys), np.int64)
     rank[order] = np.arange(len(keys))
     parts = [one, each.drop(columns=["seq", "instance_no", "form"])]
     frame = pd.concat([q for q in parts if len(q)] or parts[1:], ignore_index=True).iloc[order]
     code = np.empty(n, np.int64)
-    code[idx] = rank[pos.reshape(-1)]
+    code[idx] = rank[pos]
     code[rest] = rank[len(used) + np.arange(len(rest))]
     seq = np.full(n, -1, np.int64)
     seq[idx] = seq_fast
     seq[rest] = each["seq"].to_numpy(np.int64)
     instance_no = np.full(n, -1, np.int64)
     instance_no[rest] = each["instance_no"].to_numpy(np.int64)
-    numbered = idx[one["op_name"].str.endswith(NUMBER_MARK).to_numpy(bool)[pos.reshape(-1)]]
+    numbered = idx[one["op_name"].str.endswith(NUMBER_MARK).to_numpy(bool)[pos]]
     if len(numbered):  # an emit_nvtx name ending in " #": as the per-text path numbers it
         instance_no[numbered] = [_instance_no(texts[i]) for i in numbered]
     return Forms(frame.reset_index(drop=True), code, keys[order], seq, instance_no)
