@@ -40,6 +40,22 @@ ODD = [
     " , seq = 1",
     "x, seq = -4",
     "ProfilerStep#3",
+    # suffix numbers zeroed before the grammar runs: only where each is the grammar's own
+    "x, seq = 3, seq = 4",  # the first is the name's
+    "foo, seq = 12 bar, op_id = 3",
+    "foo, seq = 12 bar,seq=5",  # the grammar's seq is the other spacing's
+    "foo, seq = 12 bar,seq=0",
+    "step x = 12, seq = 3",  # a number zeroed in the name
+    "step x = 13, seq = 3",
+    "lr = 0.001, op_id = 5",
+    "aten::mul, seq = 12,op_id=3",  # getNvtxStr's spacing and another
+    "aten::mul, seq = 007, op_id = 0012",
+    "aten::mul, seq = -0, op_id = 1",
+    "aten::mul, seq = 5, op_id = 6",  # one skeleton with the line above but for the sign
+    "x, sizes = [[1, 2]], seq = 3",  # suffixes out of order
+    "a, op_id = 1, sizes = [[1], op_id = 2]",
+    "aten::add, seq = 3, op_id = 4, sizes = [[2], [2]], input_op_ids = [(1,0), (2,0)]",
+    "aten::add, seq = 9, op_id = 10, sizes = [[2], [2]], input_op_ids = [(1,0), (2,0)]",
 ]
 
 

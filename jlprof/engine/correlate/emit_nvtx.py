@@ -92,6 +92,15 @@ def _s(text: str) -> pa.Scalar:
     return pa.scalar(text, pa.large_string())
 
 
+# every number after "= " (the suffixes' among them); a suffix number as getNvtxStr writes it
+# and as the grammar would take it (spaces optional)
+_ZEROED = r"(= -?)\d+"
+_NUMBERS = r"= -?\d"
+_CANONICAL = r", (?:stashed )?seq = -?\d|, op_id = \d"
+_LOOSE = r", ?(?:stashed )?seq ?= ?-?\d|, ?op_id ?= ?\d"
+_SEQ = r", (?:stashed )?seq = (?P<seq>-?\d+)"
+
+
 def skeletons(
     texts: pa.Array,
 ) -> tuple[np.ndarray, np.ndarray, list[str], list[str], np.ndarray, np.ndarray]:
@@ -102,24 +111,76 @@ def skeletons(
     autograd wrapper; none with a newline, where ``$`` differs between the engines, nor a
     ``{`` dict marker), each row's skeleton code, the skeletons, the name RE2 found in each
     skeleton's first row (for the caller to check against :func:`parse`), that first row's text
-    and each row's seq."""
+    and each row's seq.
+
+    The grammar runs once per distinct text with its numbers after ``= `` zeroed (a PyTorch
+    run's 7.45M texts are a few hundred such): zeroing a whole digit run changes no match of
+    :data:`_SUFFIXES`, which tests those characters only with ``\\d+`` and ``.``. A text is
+    taken only where each number zeroed is a ``seq`` or ``op_id`` the grammar took, written as
+    getNvtxStr writes it; the few others are left to the caller, which parses them one at a
+    time."""
+    zeroed = pc.dictionary_encode(pc.replace_substring_regex(texts, _ZEROED, "\\10"))
+    z_code = zeroed.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    z_skel = _zeroed_skeletons(zeroed.dictionary)
+    rows = np.flatnonzero(z_skel[z_code] >= 0)
+    codes = z_skel[z_code[rows]]
+    # skeletons in order of their first taken text, as one dictionary_encode of them gives
+    firsts = np.full(len(z_skel) + 1, len(rows), np.int64)
+    firsts[codes[::-1]] = np.arange(len(rows) - 1, -1, -1)
+    used = np.flatnonzero(firsts < len(rows))
+    order = used[np.argsort(firsts[used], kind="stable")]
+    rank = np.full(len(firsts), -1, np.int64)
+    rank[order] = np.arange(len(order))
+    codes, firsts = rank[codes], firsts[order]
+    first = zeroed.dictionary.take(pa.array(z_code[rows[firsts]], pa.int64()))
+    got = pc.extract_regex(first, "(?s)" + _SUFFIXES.pattern)
+    taken = texts.take(pa.array(rows, pa.int64()))
+    seq = pc.struct_field(pc.extract_regex(taken, _SEQ), "seq")  # null where none
+    seq = pc.fill_null(seq, _s("-1")).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return rows, codes, _skeleton(got).to_pylist(), got.field("name").to_pylist(), rows[firsts], seq
+
+
+def _zeroed_skeletons(texts: pa.Array) -> np.ndarray:
+    """Per text (numbers after ``= `` zeroed): a code shared by the texts of one skeleton,
+    -1 where not taken."""
     got = pc.extract_regex(texts, "(?s)" + _SUFFIXES.pattern)
+    empty = _s("")
+    has = {
+        k: pc.fill_null(pc.not_equal(got.field(k), empty), False)
+        for k in ("seq", "op_id", "sizes", "inputs")
+    }
+    suffix = pc.or_(pc.or_(has["seq"], has["op_id"]), pc.or_(has["sizes"], has["inputs"]))
+    plain = pc.invert(pc.or_(pc.match_substring(texts, "\n"), pc.starts_with(texts, "{")))
+    take = pc.and_(pc.and_(got.is_valid(), plain), pc.or_(suffix, pc.starts_with(texts, EVALUATE)))
+    take = pc.fill_null(take, False).to_numpy(zero_copy_only=False)
+    # every number zeroed is a suffix's, in getNvtxStr's spacing, and taken by the grammar
+    n = {k: pc.count_substring_regex(texts, p).to_numpy(zero_copy_only=False) for k, p in (
+        ("zeroed", _NUMBERS), ("canonical", _CANONICAL), ("loose", _LOOSE))}  # fmt: skip
+    groups = has["seq"].to_numpy(zero_copy_only=False) + has["op_id"].to_numpy(
+        zero_copy_only=False
+    ).astype(np.int64)
+    take &= (n["zeroed"] == n["canonical"]) & (n["canonical"] == n["loose"])
+    take &= n["canonical"] == groups
+    skel = np.full(len(texts), -1, np.int64)
+    rows = np.flatnonzero(take)
+    skel[rows] = pc.dictionary_encode(
+        _skeleton(got.filter(pa.array(take, pa.bool_())))
+    ).indices.to_numpy(zero_copy_only=False)
+    return skel
+
+
+def _skeleton(got: pa.StructArray) -> pa.Array:
+    """The skeleton of each grammar match: ``seq`` as its sign, ``op_id`` as 0, spaces as
+    getNvtxStr writes them."""
     empty = _s("")
     f = {
         k: pc.fill_null(got.field(k), empty)
         for k in ("name", "stashed", "seq", "op_id", "sizes", "inputs")
     }
     has = {k: pc.not_equal(v, empty) for k, v in f.items()}
-    suffix = pc.or_(pc.or_(has["seq"], has["op_id"]), pc.or_(has["sizes"], has["inputs"]))
-    plain = pc.invert(pc.or_(pc.match_substring(texts, "\n"), pc.starts_with(texts, "{")))
-    take = pc.and_(pc.and_(got.is_valid(), plain), pc.or_(suffix, pc.starts_with(texts, EVALUATE)))
-    take = pc.fill_null(take, False)
-    rows = np.flatnonzero(take.to_numpy(zero_copy_only=False))
-    f = {k: pc.filter(v, take) for k, v in f.items()}
-    has = {k: pc.not_equal(v, empty) for k, v in f.items()}
     sign = pc.if_else(pc.starts_with(f["seq"], "-"), _s("-1"), _s("0"))
     lead = pc.if_else(has["stashed"], _s(", stashed seq = "), _s(", seq = "))
-    skeleton = pc.binary_join_element_wise(
+    return pc.binary_join_element_wise(
         f["name"],
         pc.if_else(has["seq"], pc.binary_join_element_wise(lead, sign, empty), empty),
         pc.if_else(has["op_id"], _s(", op_id = 0"), empty),
@@ -133,14 +194,6 @@ def skeletons(
         ),
         empty,
     )
-    enc = pc.dictionary_encode(skeleton)
-    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    firsts = np.empty(len(enc.dictionary), np.int64)
-    firsts[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
-    names = f["name"].take(pa.array(firsts)).to_pylist()
-    seq = pc.if_else(has["seq"], f["seq"], _s("-1")).cast(pa.int64())
-    skel = enc.dictionary.to_pylist()
-    return rows, codes, skel, names, rows[firsts], seq.to_numpy(zero_copy_only=False)
 
 
 def is_evaluate(text: str) -> bool:
