@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import jlprof
+from jlprof.engine.read import read as read_module
 from jlprof.engine.read.read import read_trace
 from jlprof.engine.read.trace import (
     API_COLUMNS,
@@ -85,6 +86,18 @@ def test_the_frames_hold_every_event(base: Trace) -> None:
     assert base.gpus["cu_device"].tolist() == [0, 1, 2]  # the idle GPU 2 included
     assert list(base.gpu.columns) == GPU_COLUMNS and list(base.api.columns) == API_COLUMNS
     assert list(base.nvtx.columns) == NVTX_COLUMNS and list(base.marks.columns) == MARK_COLUMNS
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_connectorx_reads_every_table_of_a_clean_export(exports, flavor, monkeypatch) -> None:
+    """A table connectorx cannot read goes to sqlite3 without a word (about 10x slower): a
+    mistake on the Arrow path would hide there."""
+
+    def by_sqlite3(df):
+        raise AssertionError(f"read by sqlite3: {list(df.columns)}")
+
+    monkeypatch.setattr(read_module, "_first_seen_categories", by_sqlite3)
+    assert len(read_trace(exports[flavor], use_connectorx=True).nvtx)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)

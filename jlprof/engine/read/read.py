@@ -283,12 +283,7 @@ class _Fetcher:
         if self.cx is not None:
             try:
                 tbl = _fill_arrow(self._arrow(q), [fill.get(n) for n in names])
-                # split blocks: one array per column, no consolidation copy
-                df = tbl.to_pandas(
-                    strings_to_categorical=True, self_destruct=True, split_blocks=True
-                )
-                df.columns = names
-                return _first_seen_categories(df)
+                return _arrow_frame(tbl, names)
             except Exception:  # odd text encodings or types: the portable path still works
                 pass
             except BaseException as exc:  # the same, met in connectorx's reading thread
@@ -353,6 +348,42 @@ def _zeros_under_nulls(col):  # pyarrow.ChunkedArray -> pyarrow.ChunkedArray | N
             ch = pa.Array.from_buffers(ch.type, len(ch), [None, data], offset=ch.offset)
         chunks.append(ch)
     return pa.chunked_array(chunks, type=col.type)
+
+
+def unique_categories(cats: pd.Index) -> pd.CategoricalDtype:
+    """The dtype of ``cats``, known to be unique: pandas' public constructors check by
+    hashing every category, 0.1-0.2 s and a hash table per call at the 745,629 distinct
+    range texts of a 1M-kernel PyTorch run (each call its own text)."""
+    return pd.CategoricalDtype._from_fastpath(cats, ordered=False)
+
+
+def _arrow_frame(tbl, names: list[str]) -> pd.DataFrame:  # tbl: pyarrow.Table
+    """``tbl`` as columns ``names``, text columns as categoricals with object categories in
+    order of first appearance (Arrow's dictionaries), numbers as they are."""
+    import pyarrow as pa
+
+    kinds = (pa.types.is_string, pa.types.is_large_string)
+    text = [i for i, f in enumerate(tbl.schema) if any(k(f.type) for k in kinds)]
+    cats = {i: _text_categorical(tbl.column(i)) for i in text}
+    # split blocks: one array per column, no consolidation copy
+    df = tbl.drop_columns([tbl.schema.names[i] for i in text]).to_pandas(
+        self_destruct=True, split_blocks=True
+    )
+    for i in text:
+        df.insert(i, tbl.schema.names[i], cats.pop(i), allow_duplicates=True)
+    df.columns = names
+    return df
+
+
+def _text_categorical(col) -> pd.Categorical:  # col: pyarrow.ChunkedArray of strings
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(col.combine_chunks() if col.num_chunks != 1 else col.chunk(0))
+    codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)
+    values = enc.dictionary.to_numpy(zero_copy_only=False).astype(object, copy=False)
+    return pd.Categorical.from_codes(
+        codes.astype(np.int32, copy=False), dtype=unique_categories(pd.Index(values, dtype=object))
+    )
 
 
 def _first_seen_categories(df: pd.DataFrame) -> pd.DataFrame:
@@ -770,7 +801,7 @@ def _used(cat: pd.Categorical, rows: np.ndarray) -> pd.Categorical:
     if used.all():  # the same categories: no new Index to hash (7M unique PyTorch texts)
         return pd.Categorical.from_codes(codes, dtype=cat.dtype)
     remap = np.append(np.cumsum(used, dtype=np.int32) - 1, np.int32(-1))  # [-1] -> -1
-    return pd.Categorical.from_codes(remap[codes], categories=cat.categories[used])
+    return pd.Categorical.from_codes(remap[codes], dtype=unique_categories(cat.categories[used]))
 
 
 def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:
@@ -780,13 +811,14 @@ def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:
         cat = pd.Categorical(np.asarray(values, dtype=object))
     elif cat.categories.dtype == object and not (np.asarray(cat.codes) < 0).any():
         return cat  # already so: no new Index to hash
-    cats = pd.Index(np.asarray(cat.categories, dtype=object), dtype=object)
+    cats = np.asarray(cat.categories, dtype=object)
     codes = np.asarray(cat.codes, dtype=np.int32)
     if (codes < 0).any():
-        if "" not in cats:
-            cats = cats.append(pd.Index([""], dtype=object))
-        codes = np.where(codes < 0, cats.get_loc(""), codes).astype(np.int32)
-    return pd.Categorical.from_codes(codes, categories=cats)
+        blank = np.flatnonzero(cats == "")  # no hash table of every category for one
+        if not len(blank):
+            blank, cats = [len(cats)], np.append(cats, np.array([""], dtype=object))
+        codes = np.where(codes < 0, np.int32(blank[0]), codes)
+    return pd.Categorical.from_codes(codes, dtype=unique_categories(pd.Index(cats, dtype=object)))
 
 
 def _nvtx_text(inline: pd.Series, text_id: np.ndarray, strings: StringTable) -> pd.Categorical:
@@ -803,7 +835,8 @@ def _nvtx_text(inline: pd.Series, text_id: np.ndarray, strings: StringTable) -> 
     codes = remap[: len(cat.categories)][np.asarray(cat.codes)]
     codes[has_id] = remap[len(cat.categories) :][np.asarray(reg.codes)]
     return pd.Categorical.from_codes(
-        codes.astype(np.int32), categories=pd.Index(np.asarray(cats, object), dtype=object)
+        codes.astype(np.int32),
+        dtype=unique_categories(pd.Index(np.asarray(cats, object), dtype=object)),
     )
 
 
