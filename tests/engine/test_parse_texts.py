@@ -78,6 +78,7 @@ def test_odd_texts_parse_as_one_at_a_time() -> None:
     _same(ODD)
     _same([])
     _same(["plain"])
+    _same(["a, seq = 1", None, 3])  # not str: read as str() gives them, as one at a time
 
 
 @pytest.mark.parametrize("path", real_traces(), ids=lambda p: p.parent.name)

@@ -188,11 +188,17 @@ class Forms:
 def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = None) -> Forms:
     """:func:`parse_texts` by form, forms in order of their first text, without a row per
     text: the range pass's 7.45M distinct texts of a 10M-kernel PyTorch run are 412 forms."""
-    texts = [str(t) for t in texts]
+    texts = np.asarray(texts, dtype=object)  # an object Index's own array: no copy
+    try:
+        arrow = pa.array(texts, pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        arrow = None
+    if arrow is None or arrow.null_count:  # not all str: read as the per-text path reads them
+        texts = np.array([str(t) for t in texts], dtype=object)
+        arrow = pa.array(texts, pa.large_string())
     n = len(texts)
-    rows, codes, skeletons, names, firsts, seq_fast = emit_nvtx.skeletons(
-        pa.array(texts, pa.large_string())
-    )
+    rows, codes, skeletons, names, firsts, seq_fast = emit_nvtx.skeletons(arrow)
+    del arrow
     marks = [emit_nvtx.parse(k) for k in skeletons]
     kept = np.array(  # the skeleton parses, to the name RE2 found: else one at a time
         [

@@ -344,7 +344,7 @@ def range_pass(nv: pd.DataFrame, mode: str | None) -> Ranges:
     text_cats = nv["text"].cat.categories if len(nv) else pd.Index([], dtype=object)
     # one row per form, not per text (a PyTorch run has a text per call, differing in seq and
     # op_id only): each range keeps its own seq and instance number
-    forms = parse_forms(list(text_cats), mode)
+    forms = parse_forms(text_cats, mode)
     parsed = forms.frame
     cat_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
     seq = forms.seq[cat_code]
