@@ -26,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jlprof.background import InThread
+
 _SUFFIXES = re.compile(
     r"^(?P<name>.+?)"
     r"(?:, ?(?P<stashed>stashed )?seq ?= ?(?P<seq>-?\d+))?"
@@ -119,6 +121,18 @@ def skeletons(
     taken only where each number zeroed is a ``seq`` or ``op_id`` the grammar took, written as
     getNvtxStr writes it; the few others are left to the caller, which parses them one at a
     time."""
+    # each text's seq on the other core meanwhile (pyarrow's kernels release the GIL)
+    seq = InThread(lambda _check: _seqs(texts), "jlprof-seq")
+    try:
+        rows, codes, skel, names, firsts = _forms(texts)
+    except BaseException:
+        seq.cancel()  # joins: nothing runs on once this call has ended
+        raise
+    return rows, codes, skel, names, firsts, seq.wait()[rows]
+
+
+def _forms(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, list[str], list[str], np.ndarray]:
+    """:func:`skeletons` but the seqs."""
     zeroed = pc.dictionary_encode(pc.replace_substring_regex(texts, _ZEROED, "\\10"))
     z_code = zeroed.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     z_skel = _zeroed_skeletons(zeroed.dictionary)
@@ -134,10 +148,14 @@ def skeletons(
     codes, firsts = rank[codes], firsts[order]
     first = zeroed.dictionary.take(pa.array(z_code[rows[firsts]], pa.int64()))
     got = pc.extract_regex(first, "(?s)" + _SUFFIXES.pattern)
-    taken = texts.take(pa.array(rows, pa.int64()))
-    seq = pc.struct_field(pc.extract_regex(taken, _SEQ), "seq")  # null where none
-    seq = pc.fill_null(seq, _s("-1")).cast(pa.int64()).to_numpy(zero_copy_only=False)
-    return rows, codes, _skeleton(got).to_pylist(), got.field("name").to_pylist(), rows[firsts], seq
+    skel, names = _skeleton(got).to_pylist(), got.field("name").to_pylist()
+    return rows, codes, skel, names, rows[firsts]
+
+
+def _seqs(texts: pa.Array) -> np.ndarray:
+    """Each text's number after ``seq = `` (getNvtxStr's spacing), -1 where none."""
+    seq = pc.struct_field(pc.extract_regex(texts, _SEQ), "seq")  # null where none
+    return pc.fill_null(seq, _s("-1")).cast(pa.int64()).to_numpy(zero_copy_only=False)
 
 
 def _zeroed_skeletons(texts: pa.Array) -> np.ndarray:
