@@ -1314,13 +1314,12 @@ def flat_cpu_ns(
         grp[share], weights=inst["cpu_ns"].to_numpy(np.int64)[rows[share]], minlength=ngroups
     ).astype(np.int64)
     rows, grp = rows[keep], grp[keep]
-    return out + intervals.thread_union_length(
-        grp,
-        inst["global_tid"].to_numpy()[rows],
-        inst["start_ns"].to_numpy(np.int64)[rows],
-        inst["end_ns"].to_numpy(np.int64)[rows],
-        ngroups,
-    )
+    del keep, share, synthetic
+    tid = inst["global_tid"].to_numpy()[rows]
+    start = inst["start_ns"].to_numpy(np.int64)[rows]
+    end = inst["end_ns"].to_numpy(np.int64)[rows]
+    del rows  # 8 bytes an instance less while the union sorts
+    return out + intervals.thread_union_length(grp, tid, start, end, ngroups)
 
 
 class _LaneTable:

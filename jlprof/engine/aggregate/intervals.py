@@ -23,33 +23,40 @@ def merge(
     """
     group = np.asarray(group, dtype=np.int64)
     start = np.asarray(start, dtype=np.int64)
-    end = np.maximum(np.asarray(end, dtype=np.int64), start)
+    end = np.asarray(end, dtype=np.int64)
     if len(start) == 0:
         return group[:0], start[:0], end[:0]
     g0 = int(group.min())
     t0 = int(start.min())
-    span = int(end.max()) - t0 + 1
+    span = max(int(end.max()), int(start.max())) - t0 + 1  # ends clipped to their starts
     if (int(group.max()) - g0 + 1) * span >= 2**62:  # pragma: no cover - absurd spans
-        return _merge_lexsort(group, start, end)
+        return _merge_lexsort(group, start, np.maximum(end, start))
     # one int64 key per interval: group-major, then time. Keys of a later group are all
     # larger than any key of an earlier one, so one global cummax never leaks across groups.
+    # Each temporary goes once used: at 13.5M ranges every one is 108 MB
     skey = group - g0
     skey *= span
     skey -= t0
-    ek = skey + end
+    ek = np.maximum(end, start)
+    ek += skey
     skey += start
     # the order among equal keys does not matter for a union, but timsort ("stable") is the
     # fastest here: events arrive nearly time-ordered, often already grouped
     order = np.argsort(skey, kind="stable")
     sk = skey[order]
+    del skey
     run_end = ek[order]
+    del ek
     np.maximum.accumulate(run_end, out=run_end)
     opens = np.empty(len(sk), dtype=bool)
     opens[0] = True
     np.greater(sk[1:], run_end[:-1], out=opens[1:])
     idx = np.flatnonzero(opens)
+    del opens
     out_end_key = np.maximum.reduceat(run_end, idx)
+    del run_end
     first = order[idx]  # gather only the runs' first rows, not whole permuted columns
+    del order
     g = group[first]
     out_start = start[first]
     return g, out_start, out_end_key - (sk[idx] - out_start)
@@ -240,8 +247,11 @@ def thread_union_length(
         return np.zeros(ngroups, dtype=np.int64)
     # codes by hashing, not sorting: any numbering of the (group, thread) pairs sums the same
     tid, tcode = pd.factorize(np.asarray(thread))
-    pair = group * len(tcode) + tid.astype(np.int64)
+    pair = group * len(tcode)
+    pair += tid
+    del tid
     inv, pairs = pd.factorize(pair)
-    per_pair = union_length(inv.astype(np.int64), start, end, len(pairs))
+    del pair
+    per_pair = union_length(inv.astype(np.int64, copy=False), start, end, len(pairs))
     pairs = np.asarray(pairs, np.int64)
     return np.bincount(pairs // len(tcode), weights=per_pair, minlength=ngroups).astype(np.int64)
