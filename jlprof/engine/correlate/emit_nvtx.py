@@ -172,13 +172,12 @@ def _zeroed_skeletons(texts: pa.Array) -> np.ndarray:
     take = pc.and_(pc.and_(got.is_valid(), plain), pc.or_(suffix, pc.starts_with(texts, EVALUATE)))
     take = pc.fill_null(take, False).to_numpy(zero_copy_only=False)
     # every number zeroed is a suffix's, in getNvtxStr's spacing, and taken by the grammar
-    n = {k: pc.count_substring_regex(texts, p).to_numpy(zero_copy_only=False) for k, p in (
-        ("zeroed", _NUMBERS), ("canonical", _CANONICAL), ("loose", _LOOSE))}  # fmt: skip
-    groups = has["seq"].to_numpy(zero_copy_only=False) + has["op_id"].to_numpy(
-        zero_copy_only=False
-    ).astype(np.int64)
-    take &= (n["zeroed"] == n["canonical"]) & (n["canonical"] == n["loose"])
-    take &= n["canonical"] == groups
+    zeroed, canonical, loose = (
+        pc.count_substring_regex(texts, p).to_numpy(zero_copy_only=False)
+        for p in (_NUMBERS, _CANONICAL, _LOOSE)
+    )
+    groups = sum(has[k].to_numpy(zero_copy_only=False).astype(np.int64) for k in ("seq", "op_id"))
+    take &= (zeroed == canonical) & (canonical == loose) & (canonical == groups)
     skel = np.full(len(texts), -1, np.int64)
     rows = np.flatnonzero(take)
     skel[rows] = pc.dictionary_encode(

@@ -387,10 +387,11 @@ def _text_categorical(col) -> pd.Categorical:  # col: pyarrow.ChunkedArray of st
 
 
 def _first_seen_categories(df: pd.DataFrame) -> pd.DataFrame:
-    """Categories in order of first appearance, whichever path read them.
+    """The sqlite3 path's categories in order of first appearance, as connectorx's path has
+    them (:func:`_arrow_frame`: Arrow's dictionaries).
 
-    Arrow dictionaries come in appearance order, ``astype("category")`` sorts; ops and report
-    rows with equal keys follow category order, so both paths must give the same one.
+    ``astype("category")`` sorts; ops and report rows with equal keys follow category order,
+    so both paths must give the same one.
     """
     for col in df.columns:
         if isinstance(df[col].dtype, pd.CategoricalDtype):
