@@ -138,14 +138,10 @@ def _forms(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, list[str], list[str
     z_skel = _zeroed_skeletons(zeroed.dictionary)
     rows = np.flatnonzero(z_skel[z_code] >= 0)
     codes = z_skel[z_code[rows]]
-    # skeletons in order of their first taken text, as one dictionary_encode of them gives
-    firsts = np.full(len(z_skel) + 1, len(rows), np.int64)
+    # the codes are already in order of each skeleton's first text: the zeroed texts' dictionary
+    # is in order of first appearance, and a zeroed text is taken with all its texts or none
+    firsts = np.empty(int(z_skel.max(initial=-1)) + 1, np.int64)
     firsts[codes[::-1]] = np.arange(len(rows) - 1, -1, -1)
-    used = np.flatnonzero(firsts < len(rows))
-    order = used[np.argsort(firsts[used], kind="stable")]
-    rank = np.full(len(firsts), -1, np.int64)
-    rank[order] = np.arange(len(order))
-    codes, firsts = rank[codes], firsts[order]
     first = zeroed.dictionary.take(pa.array(z_code[rows[firsts]], pa.int64()))
     got = pc.extract_regex(first, "(?s)" + _SUFFIXES.pattern)
     skel, names = _skeleton(got).to_pylist(), got.field("name").to_pylist()
