@@ -381,7 +381,15 @@ def _windows(run, files, lo: int, hi: int, say, sinks: list) -> dict[str, list]:
                 g = win.gpu.assign(uses_tc=res.uses_tc)
                 write(
                     tables.iteration_window(
-                        ops, res.gpu_op, res.gpu_iter, g, win.api, res.gpu_call, lo, hi, False
+                        ops,
+                        res.gpu_op,
+                        res.gpu_iter,
+                        g,
+                        win.api,
+                        res.gpu_call,
+                        lo,
+                        hi,
+                        run.pytorch,
                     )
                 )
             del win, res

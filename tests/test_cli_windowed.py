@@ -3,8 +3,10 @@
 Each export is analysed twice by the command line, ``--windowed false`` (the whole trace)
 and ``--windowed true`` with windows of a few calls (every iteration edge a window edge),
 and every file is compared as bytes: CSV and JSON of all eight reports, and DLProf's
-database (the windowed run writes it part by part, read again in row order). Exports whose
-analysis needs every row (PyTorch markers) fall back to the whole trace and say so.
+database (the windowed run writes it part by part, read again in row order). PyTorch runs too:
+their expert checks read the windows' sums (``StepEvidence``). Exports whose analysis needs
+every row (an nvprof database, a key node that is not a range) fall back to the whole trace
+and say so.
 """
 
 from __future__ import annotations
@@ -93,11 +95,49 @@ def test_windowed_files_for_a_range_are_the_whole_runs(tmp_path, monkeypatch, fi
                 assert (other / name).read_bytes() == (whole / name).read_bytes(), (db, name)
 
 
-def test_pytorch_markers_fall_back_to_the_whole_trace(tmp_path, capsys):
+#: PyTorch runs (tests/fixtures/torch_loops.py), each built to fire one of the PyTorch checks
+#: that read GPU rows and calls (expert_pytorch: summed by windows in StepEvidence)
+TORCH_RUNS = {
+    "Host-Bound Gap Detector": {"gap_ns": 300_000},
+    "Launch-Bound Step Detector": {"tiny_kernels": 150},
+    "Synchronous/Pageable Copy Detector": {"pageable": True, "sync_memcpy": True},
+    "Copies In Step Detector": {"htod_in_model": True, "item": True},
+    "Device Sync Detector": {"item": True},
+}
+
+
+@pytest.mark.parametrize("calls", [3, 1000])
+@pytest.mark.parametrize("detector", sorted(TORCH_RUNS))
+@pytest.mark.parametrize("mode", [None, "pytorch"])
+def test_pytorch_runs_by_windows_are_the_whole_runs(
+    tmp_path, monkeypatch, capsys, calls, detector, mode
+):
+    """A PyTorch run (emit_nvtx ranges, jlprof.torch marks) is read by windows too, every file
+    the whole run's, with the finding of the check it was built to fire."""
+    from tests.fixtures.torch_loops import Knobs, torch_training_export
+
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", calls)
+    db = torch_training_export(tmp_path / "t.sqlite", Knobs(**TORCH_RUNS[detector]))
+    extra = (f"--mode={mode}",) if mode else ()
+    whole, win = tmp_path / "whole", tmp_path / "win"
+    _run(db, None, whole, "false", extra)
+    capsys.readouterr()
+    _run(db, None, win, "true", (*extra, "-v", "detailed"))
+    err = capsys.readouterr().err
+    assert "correlating window 1 of" in err and "reading the whole trace" not in err
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in win.iterdir())
+    for name in names:
+        assert (win / name).read_bytes() == (whole / name).read_bytes(), name
+    assert detector in (whole / "dlprof_expert_systems.csv").read_text()
+
+
+def test_a_pytorch_run_is_read_by_windows(tmp_path, capsys):
     (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
     main([f"--database={db}", "--reports=kernel", "--dldb=false", f"--output_path={tmp_path}",
           "--windowed=true", "-v", "detailed"])  # fmt: skip
-    assert "reading the whole trace: PyTorch markers" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "correlating window 1 of" in err and "reading the whole trace" not in err
     assert (tmp_path / "dlprof_kernel.csv").exists()
 
 

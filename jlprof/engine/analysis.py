@@ -30,6 +30,7 @@ from jlprof.engine.aggregate.iterations import (
     key_node_instances,
     suggest_key_nodes,
 )
+from jlprof.engine.aggregate.step_evidence import StepEvidence
 from jlprof.engine.correlate.correlate import Correlated, correlate
 from jlprof.engine.correlate.kernel_names import telling_names
 from jlprof.engine.memory import heavy_stage
@@ -319,6 +320,31 @@ class Analysis:
             return pd.DataFrame({"uses_tc": tc, "is_memory": mem, "short_name": names})
 
         return self.once("kflags", build)
+
+    def step_evidence(self, lo: int, hi: int) -> StepEvidence:
+        """What the PyTorch checks read of iterations ``lo..hi``' GPU rows and calls
+        (:mod:`~jlprof.engine.aggregate.step_evidence`): the windows' sums, or the whole
+        trace's frames added as one batch."""
+        if self.parts is not None:  # the windows': for the profile's one range
+            ev = self.parts.evidence
+            if (ev.lo, ev.hi) != (lo, hi):
+                raise AnalysisError(
+                    f"this profile was read by windows for iterations {ev.lo}..{ev.hi} alone"
+                )
+            return ev
+
+        def build() -> StepEvidence:
+            c = self.correlated
+            g, a = c.gpu, c.api
+            inst_op = c.inst["op"].to_numpy(np.int64)
+            inst = g["inst"].to_numpy(np.int64)
+            key = np.where(inst >= 0, inst_op[np.maximum(inst, 0)], -1)
+            ev = StepEvidence(self.iterations, lo, hi)
+            ev.add(g, self.cube.gpu_iter, key, g["api"].to_numpy(np.int64), a,
+                   a["inst"].to_numpy(np.int64))  # fmt: skip
+            return ev.finish(None, inst_op)
+
+        return self.memo("step_evidence", lo, hi, build)
 
     @property
     def iterations(self) -> Iterations:

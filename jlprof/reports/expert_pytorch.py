@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate.aggregate import DATALOADER
+from jlprof.engine.aggregate.step_evidence import Counts
 from jlprof.engine.correlate.annotations import annotation_facts
 from jlprof.reports.finding import Finding
 from jlprof.reports.tables import detail
@@ -33,11 +34,6 @@ LAUNCH_MIN_KERNELS = 100  # kernels per iteration before a step can be "launch-b
 LAUNCH_TINY_NS = 10_000  # median kernel shorter than this is "tiny"
 SYNC_ITER_FRACTION = 0.5  # syncs in at least this share of the iterations
 TOP = 5
-SYNC_APIS = re.compile(
-    r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaMemcpy|"
-    r"cudaMemcpy[23]D|cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize|cuMemcpyDtoH|"
-    r"cuMemcpyHtoD)(_v\d+)?$"
-)
 SYNC_OPS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "nonzero", "equal"})
 CONV = re.compile(r"conv", re.I)
 
@@ -66,30 +62,26 @@ def _inst_in_range(p: Analysis, lo: int, hi: int) -> np.ndarray:
     return (it >= lo) & (it <= hi)
 
 
-def _gpu_in_range(p: Analysis, lo: int, hi: int) -> np.ndarray:
-    it = p.cube.gpu_iter
-    return (it >= lo) & (it <= hi)
-
-
-def _op_of_gpu(p: Analysis) -> np.ndarray:
-    inst = p.correlated.gpu["inst"].to_numpy(np.int64)
-    ops = p.correlated.inst["op"].to_numpy(np.int64)
-    return np.where(inst >= 0, ops[np.maximum(inst, 0)], -1)
-
-
-def _top_ops(p: Analysis, op: np.ndarray, weight: np.ndarray | None = None) -> list[dict]:
-    """The ops behind some events, most first: op ID and count (and summed weight)."""
+def _top_ops(p: Analysis, op: np.ndarray) -> list[dict]:
+    """The ops behind some events, most first: op ID and count."""
     op = op[op >= 0]
-    if not len(op):
+    s = pd.DataFrame({"op": op, "w": np.ones(len(op))}).groupby("op")["w"].agg(["count", "sum"])
+    return _top(p, s)
+
+
+def _top(p: Analysis, s: pd.DataFrame, weighted: bool = False) -> list[dict]:
+    """The ops of ``s`` (index: op row, ascending; ``count`` of events and ``sum`` of their
+    weight) most first, the events of no op (-1) and ops with none left out: op ID and
+    count (and summed weight, ``weighted``)."""
+    s = s[(s.index >= 0) & (s["count"] > 0)]
+    if not len(s):
         return []
-    w = np.ones(len(op)) if weight is None else weight
-    s = pd.DataFrame({"op": op, "w": w}).groupby("op")["w"].agg(["count", "sum"])
     s = s.sort_values(["sum", "count"], ascending=False).head(TOP)
     ids = p.correlated.ops["op_id"].to_numpy(object)
     out = []
     for o, row in s.iterrows():
         d = {"op_id": str(ids[int(o)]), "count": int(row["count"])}
-        if weight is not None:
+        if weighted:
             d["total"] = int(row["sum"])
         out.append(d)
     return out
@@ -314,22 +306,18 @@ def annotation_missing(p: Analysis, lo: int, hi: int) -> list[Finding]:
 # ---- beyond DLProf ------------------------------------------------------------------------
 def host_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """GPU idle between iterations: the host prepares the next step while the GPU waits."""
-    g = p.correlated.gpu
-    if not len(g) or hi - lo < 1:
+    if hi - lo < 1:
         return []
-    it = p.cube.gpu_iter
-    sel = _gpu_in_range(p, lo, hi)
-    if not sel.any():
+    e = p.step_evidence(lo, hi)
+    has = e.first_ns <= e.last_ns  # iterations that launched GPU work
+    if not e.n_gpu or not has.any():
         return []
-    df = pd.DataFrame(
-        {"it": it[sel], "s": g["start_ns"].to_numpy()[sel], "e": g["end_ns"].to_numpy()[sel]}
-    )
-    span = df.groupby("it").agg(first=("s", "min"), last=("e", "max"))
-    idx = span.index.to_numpy()
+    idx = np.flatnonzero(has) + lo
     consec = np.flatnonzero(np.diff(idx) == 1)
     if not len(consec):
         return []
-    gaps = span["first"].to_numpy()[consec + 1] - span["last"].to_numpy()[consec]
+    first, last = e.first_ns[has], e.last_ns[has]
+    gaps = first[consec + 1] - last[consec]
     gaps = np.maximum(gaps, 0)
     wall = int(p.iterations.durations_ns()[idx[consec + 1]].sum())
     pct = 100.0 * gaps.sum() / max(wall, 1)
@@ -358,40 +346,33 @@ def host_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
 
 def launch_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Many tiny kernels: launch overhead, not GPU work, sets the pace."""
-    g = p.correlated.gpu
-    kern = (g["kind"] == "kernel").to_numpy(bool) & _gpu_in_range(p, lo, hi)
+    e = p.step_evidence(lo, hi)
+    kernels: Counts = e.kernel_ns
+    n_kern, kernel_ns = kernels.n, kernels.total()
     n_it = hi - lo + 1
-    if kern.sum() < LAUNCH_MIN_KERNELS * n_it:
+    if n_kern < LAUNCH_MIN_KERNELS * n_it:
         return []
-    dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)[kern]
-    med = float(np.median(dur))
-    api = g["api"].to_numpy(np.int64)[kern]
-    a = p.correlated.api
-    a_dur = (a["end_ns"] - a["start_ns"]).to_numpy(np.int64)
-    if len(a):  # each launching call once, in row order (a mask, not a sort of 10M rows)
-        launched = np.zeros(len(a), bool)
-        launched[api[api >= 0]] = True
-        calls = a_dur[launched]
-    else:
-        calls = np.zeros(0, np.int64)
+    med = kernels.median()
+    calls: Counts = e.launch_ns  # each launching call once
     # the typical launch times the launches: a one-time cost (a 900 ms module load on the
     # first launch) is not launch overhead
-    launch_ns = int(np.median(calls) * len(calls)) if len(calls) else 0
-    if med >= LAUNCH_TINY_NS or launch_ns < dur.sum():
+    launch_ns = int(calls.median() * calls.n) if calls.n else 0
+    if med >= LAUNCH_TINY_NS or launch_ns < kernel_ns:
         return []
+    counts = e.kernel_ops
     ev = {
-        "kernels_per_iteration": round(kern.sum() / n_it, 1),
+        "kernels_per_iteration": round(n_kern / n_it, 1),
         "median_kernel_ns": int(med),
-        "kernel_ns": int(dur.sum()),
+        "kernel_ns": kernel_ns,
         "launch_api_ns": launch_ns,
-        "ops": _top_ops(p, _op_of_gpu(p)[kern]),
+        "ops": _top(p, pd.DataFrame({"count": counts, "sum": counts.astype(float)})),
     }
     return [
         Finding(
             "Launch-Bound Step Detector",
             f"Each iteration launches {ev['kernels_per_iteration']:.0f} kernels with a median "
             f"run time of {med / 1e3:.1f} µs; launching them takes longer ({launch_ns / 1e6:.2f}"
-            f" ms) than running them ({dur.sum() / 1e6:.2f} ms).",
+            f" ms) than running them ({kernel_ns / 1e6:.2f} ms).",
             "Reduce launches: torch.compile(model) to fuse ops, CUDA graphs "
             "(torch.compile(mode='reduce-overhead') or torch.cuda.graphs), fused optimizers "
             "(foreach/fused=True), or a larger batch per launch.",
@@ -400,46 +381,24 @@ def launch_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
     ]
 
 
-def _memcpy_rows(p: Analysis, lo: int, hi: int) -> tuple[pd.DataFrame, np.ndarray]:
-    g = p.correlated.gpu
-    sel = (g["kind"] == "memcpy").to_numpy(bool) & _gpu_in_range(p, lo, hi)
-    return g, sel
-
-
 def slow_copies(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Copies from pageable host memory or through synchronous cudaMemcpy calls."""
-    g, sel = _memcpy_rows(p, lo, hi)
-    if not sel.any():
+    e = p.step_evidence(lo, hi)
+    copies = e.copies
+    if not e.n_memcpy or not copies["slow_n"].sum():
         return []
-    if "pageable" in g:  # not in .jlprof files saved by jlprof 0.1.0
-        pageable = sel & (g["pageable"].to_numpy(np.int64) == 1)
-    else:
-        pageable = np.zeros(len(g), bool)
-    # the copies' calls only (a trace's every call and GPU row named: seconds at 10M)
-    rows = np.flatnonzero(sel)
-    api = g["api"].to_numpy(np.int64)[rows]
-    a = p.correlated.api
-    called = rows[api >= 0] if len(a) else rows[:0]
-    names = a["name"].iloc[api[api >= 0]].astype(str).to_numpy(object) if len(a) else []
-    sync_call = np.zeros(len(g), bool)
-    sync_call[called] = [bool(SYNC_APIS.match(n)) for n in names]
-    bad = pageable | sync_call
-    if not bad.any():
-        return []
-    dur = (g["end_ns"] - g["start_ns"]).to_numpy(np.int64)
-    nbytes = g["bytes"].to_numpy(np.int64)
     ev = {
-        "pageable_copies": int(pageable.sum()),
-        "synchronous_copies": int(sync_call.sum()),
-        "bytes": int(nbytes[bad].sum()),
-        "copy_ns": int(dur[bad].sum()),
-        "ops": _top_ops(p, _op_of_gpu(p)[bad], nbytes[bad]),
+        "pageable_copies": e.pageable,
+        "synchronous_copies": e.synchronous,
+        "bytes": int(copies["slow_bytes"].sum()),
+        "copy_ns": int(copies["slow_ns"].sum()),
+        "ops": _top(p, copies[["slow_n", "slow_bytes"]].set_axis(["count", "sum"], axis=1), True),
     }
     parts = []
-    if pageable.any():
-        parts.append(f"{int(pageable.sum())} copies use pageable (unpinned) host memory")
-    if sync_call.any():
-        parts.append(f"{int(sync_call.sum())} copies are synchronous cudaMemcpy calls")
+    if e.pageable:
+        parts.append(f"{e.pageable} copies use pageable (unpinned) host memory")
+    if e.synchronous:
+        parts.append(f"{e.synchronous} copies are synchronous cudaMemcpy calls")
     return [
         Finding(
             "Synchronous/Pageable Copy Detector",
@@ -454,33 +413,33 @@ def slow_copies(p: Analysis, lo: int, hi: int) -> list[Finding]:
 
 def step_copies(p: Analysis, lo: int, hi: int) -> list[Finding]:
     """Host<->device copies inside the training step (device->host, or host->device in a model)."""
-    g, sel = _memcpy_rows(p, lo, hi)
-    if not sel.any():
+    e = p.step_evidence(lo, hi)
+    if not e.n_memcpy:
         return []
-    name = g["name"]
-    dtoh = sel & (name == "[CUDA memcpy DtoH]").to_numpy(bool)
-    htod = sel & (name == "[CUDA memcpy HtoD]").to_numpy(bool)
-    op = _op_of_gpu(p)
-    # per op, not per GPU row: a copy is in the model when its op's name is a deep path
+    copies = e.copies
+    op = copies.index.to_numpy(np.int64)
+    # per op: a copy is in the model when its op's name is a deep path
     op_names = p.correlated.ops["op_name"].astype(str).to_numpy(object)
     deep = np.array([n.count("/") >= 2 and not DATALOADER.search(n) for n in op_names], bool)
     in_model = np.append(deep, False)[np.where(op >= 0, op, len(deep))]
-    bad = dtoh | (htod & in_model)
-    if not bad.any():
+    htod_n = np.where(in_model, copies["htod_n"].to_numpy(np.int64), 0)
+    bad_n = copies["dtoh_n"].to_numpy(np.int64) + htod_n
+    if not bad_n.sum():
         return []
-    nbytes = g["bytes"].to_numpy(np.int64)
+    nbytes = copies["dtoh_bytes"].to_numpy(np.int64)
+    nbytes = nbytes + np.where(in_model, copies["htod_bytes"].to_numpy(np.int64), 0)
     ev = {
-        "device_to_host": int(dtoh.sum()),
-        "host_to_device_in_model": int((htod & in_model).sum()),
-        "per_iteration": round(bad.sum() / (hi - lo + 1), 2),
-        "bytes": int(nbytes[bad].sum()),
-        "ops": _top_ops(p, op[bad], nbytes[bad]),
+        "device_to_host": int(copies["dtoh_n"].sum()),
+        "host_to_device_in_model": int(htod_n.sum()),
+        "per_iteration": round(bad_n.sum() / (hi - lo + 1), 2),
+        "bytes": int(nbytes.sum()),
+        "ops": _top(p, pd.DataFrame({"count": bad_n, "sum": nbytes}, index=op), weighted=True),
     }
     where = ev["ops"][0]["op_id"] if ev["ops"] else "unannotated code"
     return [
         Finding(
             "Copies In Step Detector",
-            f"{int(bad.sum())} host<->device copies run inside the training step "
+            f"{int(bad_n.sum())} host<->device copies run inside the training step "
             f"({ev['device_to_host']} device-to-host, {ev['host_to_device_in_model']} "
             f"host-to-device inside the model), e.g. in {where}.",
             "Keep tensors on the GPU inside the step: create constants with device=..., "
@@ -505,20 +464,13 @@ def device_syncs(p: Analysis, lo: int, hi: int) -> list[Finding]:
         hit_iters |= set(p.cube.inst_iter[sel].tolist())
         ev["sync_ops"] = _top_ops(p, inst_op[sel])
     # explicit synchronising CUDA calls
-    a = c.api
-    if len(a):
-        names = a["name"].astype(str)
-        cats = names.astype("category")
-        ok = np.array([bool(SYNC_APIS.match(str(n))) for n in cats.cat.categories], bool)
-        codes = cats.cat.codes.to_numpy()
-        a_it = p.iterations.of(a["start_ns"].to_numpy(np.int64))
-        asel = ok[codes] & (a_it >= lo) & (a_it <= hi)
-        if asel.any():
-            hit_iters |= set(a_it[asel].tolist())
-            inst = a["inst"].to_numpy(np.int64)[asel]
-            ev["sync_calls"] = int(asel.sum())
-            ev["sync_call_names"] = sorted(set(names.to_numpy(object)[asel]))[:TOP]
-            ev["sync_call_ops"] = _top_ops(p, np.where(inst >= 0, inst_op[np.maximum(inst, 0)], -1))
+    e = p.step_evidence(lo, hi)
+    if e.sync_calls:
+        hit_iters |= set((np.flatnonzero(e.sync_iter) + lo).tolist())
+        ev["sync_calls"] = e.sync_calls
+        ev["sync_call_names"] = sorted(e.sync_names)[:TOP]
+        counts = e.sync_ops
+        ev["sync_call_ops"] = _top(p, pd.DataFrame({"count": counts, "sum": counts.astype(float)}))
     share = len(hit_iters) / max(n_it, 1)
     if share < SYNC_ITER_FRACTION or not hit_iters:
         return []

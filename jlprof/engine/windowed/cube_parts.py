@@ -22,6 +22,7 @@ import pandas as pd
 
 from jlprof.engine.aggregate.aggregate import InstanceMetrics, lane_labels
 from jlprof.engine.aggregate.iterations import Iterations
+from jlprof.engine.aggregate.step_evidence import StepEvidence
 from jlprof.engine.correlate.correlate import Correlated
 from jlprof.engine.correlate.ranges import Ranges
 from jlprof.engine.read.trace import Trace
@@ -60,6 +61,7 @@ class CubeParts:
 
         self.key_node = it.key_node
         self.n_gpu = n_gpu
+        self.evidence = StepEvidence(it, *only)  # the PyTorch checks' (fed by the run)
         self.kernels = KernelParts(only=only)
         self.groups = GroupParts(paths, range_path, ranges.start_ns, it, ranges.ops, ranges.op_abs)
         if len(self.groups.risky):

@@ -421,7 +421,7 @@ class WorkPass:
             kernel_ns=per_inst("kernel_ns", ug.column("kernel_ns", np.int64)),
             n_gpu=per_inst("n_gpu", np.ones(ug.count, np.int64)),
         )
-        return WorkResult(
+        result = WorkResult(
             n_ranges=self.n_r,
             n_un_api=ua.count,
             metrics=metrics,
@@ -433,6 +433,8 @@ class WorkPass:
             un_gpu_name=ug.column("name", np.int64),
             un_gpu_rank=rank,
         )
+        self.resolve = result.resolve  # the windows' provisional instance ids, made final
+        return result
 
 
 def _per_group(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -77,9 +77,9 @@ class WindowedRun:
         self.nv = nv = in_domains(self.small.nvtx, domains)
         say("nesting NVTX ranges")
         self.ranges = range_pass(nv, mode)
-        if mode is None and self.ranges.markers:
-            raise Unsuitable("PyTorch markers: the expert systems' checks read every call")
-        if mode not in (None, "simple"):
+        # the reports' PyTorch columns (Direction), as the profile's mode will be
+        self.pytorch = mode == "pytorch" or (mode is None and bool(self.ranges.markers))
+        if mode not in (None, "simple", "pytorch"):
             raise Unsuitable(f"mode {mode}: its expert checks read every call")
         say("finding iterations")
         c_r = ranges_correlated(self.small, nv, self.ranges)
@@ -204,6 +204,10 @@ class WindowedRun:
                 res = self.work.add(win)
                 if self.parts is not None:
                     self.parts.add(res.rows)
+                    self.parts.evidence.add(
+                        win.gpu, res.gpu_iter, res.rows.op_key, res.gpu_call, win.api,
+                        res.api_inst,
+                    )  # fmt: skip
                 res.rows = None  # its window's: the caller's iteration report reads the rest
                 yield win, res
                 del win, res
@@ -242,7 +246,9 @@ class WindowedRun:
         template = self.plan.gpu_template
         c, m = assemble(self.small, None, work, event_type, template)
         if self.parts is not None:
-            self.parts.finish(work.op_of_keys(c.ops, template["name"].cat.categories))
+            op_of_key = work.op_of_keys(c.ops, template["name"].cat.categories)
+            self.parts.finish(op_of_key)
+            self.parts.evidence.finish(op_of_key, c.inst["op"].to_numpy(np.int64), work.resolve)
         del work
         release_reader_memory()
         return self.small, c, m
