@@ -336,12 +336,12 @@ class Analysis:
         def build() -> StepEvidence:
             c = self.correlated
             g, a = c.gpu, c.api
-            inst_op = c.inst["op"].to_numpy(np.int64)
-            inst = g["inst"].to_numpy(np.int64)
+            inst_op = c.inst["op"].to_numpy()  # narrow columns as they are: no 10M int64s
+            inst = g["inst"].to_numpy()
             key = np.where(inst >= 0, inst_op[np.maximum(inst, 0)], -1)
+            del inst
             ev = StepEvidence(self.iterations, lo, hi)
-            ev.add(g, self.cube.gpu_iter, key, g["api"].to_numpy(np.int64), a,
-                   a["inst"].to_numpy(np.int64))  # fmt: skip
+            ev.add(g, self.cube.gpu_iter, key, g["api"].to_numpy(), a, a["inst"].to_numpy())
             return ev.finish(None, inst_op)
 
         return self.memo("step_evidence", lo, hi, build)

@@ -31,6 +31,8 @@ DTOH, HTOD = "[CUDA memcpy DtoH]", "[CUDA memcpy HtoD]"
 #: or launched by a synchronous call), and (count, bytes) device-to-host and host-to-device
 COPY_SUMS = ("slow_n", "slow_bytes", "slow_ns", "dtoh_n", "dtoh_bytes", "htod_n", "htod_bytes")
 _MIN, _MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+#: GPU rows read at a time from one batch
+CHUNK = 1 << 20
 
 
 class Counts:
@@ -104,40 +106,55 @@ class StepEvidence:
     ) -> None:
         """One batch: ``gpu`` rows (``Trace.gpu``'s columns) with their launch iteration, op
         key and launching call (row of ``api``, < 0: none); every call that launched any of
-        them is in ``api`` (``Trace.api``'s columns), with its instance (``api_inst``)."""
+        them is in ``api`` (``Trace.api``'s columns), with its instance (``api_inst``). The
+        GPU rows are read :data:`CHUNK` at a time (a whole trace's batch: no 10M-row
+        temporaries)."""
         self.n_gpu += len(gpu)
-        lo, hi = self.lo, self.hi
-        it = np.asarray(gpu_iter, np.int64)
-        sel = (it >= lo) & (it <= hi)
-        start = gpu["start_ns"].to_numpy(np.int64)
-        end = gpu["end_ns"].to_numpy(np.int64)
-        at = it[sel] - lo
-        np.minimum.at(self.first_ns, at, start[sel])
-        np.maximum.at(self.last_ns, at, end[sel])
-        key = np.asarray(gpu_key, np.int64)
-        call = np.asarray(gpu_call, np.int64)
-        a_dur = (api["end_ns"] - api["start_ns"]).to_numpy(np.int64)
+        is_sync = self._sync_names(api)
+        launched = np.zeros(len(api), bool)  # each launching call once
         kind = gpu["kind"]
-        kern = sel & (kind == "kernel").to_numpy(bool)
-        self.kernel_ns.add((end - start)[kern])
-        self._kernel_keys.append(pd.Series(key[kern]).value_counts(sort=False))
-        if len(api):  # each launching call once
-            launched = np.zeros(len(api), bool)
+        if not isinstance(kind.dtype, pd.CategoricalDtype):
+            kind = kind.astype("category")
+        codes = kind.cat.codes.to_numpy() if len(gpu) else np.zeros(0, np.int8)
+        cats = list(kind.cat.categories) if len(gpu) else []
+        kernel = cats.index("kernel") if "kernel" in cats else -2
+        memcpy = cats.index("memcpy") if "memcpy" in cats else -2
+        start_all = gpu["start_ns"].to_numpy()
+        end_all = gpu["end_ns"].to_numpy()
+        for a in range(0, len(gpu), CHUNK):
+            part = slice(a, a + CHUNK)
+            it = np.asarray(gpu_iter[part], np.int64)
+            sel = (it >= self.lo) & (it <= self.hi)
+            start = np.asarray(start_all[part], np.int64)
+            end = np.asarray(end_all[part], np.int64)
+            at = it[sel] - self.lo
+            np.minimum.at(self.first_ns, at, start[sel])
+            np.maximum.at(self.last_ns, at, end[sel])
+            key = np.asarray(gpu_key[part], np.int64)
+            call = np.asarray(gpu_call[part], np.int64)
+            kern = sel & (codes[part] == kernel)
+            self.kernel_ns.add((end - start)[kern])
+            self._kernel_keys.append(pd.Series(key[kern]).value_counts(sort=False))
             c = call[kern]
             launched[c[c >= 0]] = True
-            self.launch_ns.add(a_dur[launched])
-        is_sync = self._sync_names(api)
-        copy = sel & (kind == "memcpy").to_numpy(bool)
-        if copy.any():
-            self._add_copies(gpu, copy, key, call, is_sync, start, end)
-        a_it = self.it.of(api["start_ns"].to_numpy(np.int64))
-        asel = is_sync & (a_it >= lo) & (a_it <= hi)
-        if asel.any():
-            self.sync_iter[a_it[asel] - lo] = True
-            self.sync_calls += int(asel.sum())
-            self.sync_names |= set(api["name"].astype(str).to_numpy(object)[asel])
-            inst = np.asarray(api_inst, np.int64)[asel]
-            self._sync_inst.append(pd.Series(inst).value_counts(sort=False))
+            copy = sel & (codes[part] == memcpy)
+            if copy.any():
+                rows = np.flatnonzero(copy)
+                self._add_copies(gpu, rows + a, key[rows], call[rows], is_sync,
+                                 (end - start)[rows])  # fmt: skip
+        if len(api):
+            self.launch_ns.add((api["end_ns"] - api["start_ns"]).to_numpy(np.int64)[launched])
+        a_start = api["start_ns"].to_numpy()
+        for a in range(0, len(api), CHUNK):
+            part = slice(a, a + CHUNK)
+            a_it = self.it.of(a_start[part])
+            asel = np.flatnonzero(is_sync[part] & (a_it >= self.lo) & (a_it <= self.hi))
+            if len(asel):
+                self.sync_iter[a_it[asel] - self.lo] = True
+                self.sync_calls += len(asel)
+                self.sync_names |= set(api["name"].iloc[asel + a].astype(str))
+                inst = np.asarray(api_inst[part], np.int64)[asel]
+                self._sync_inst.append(pd.Series(inst).value_counts(sort=False))
 
     @staticmethod
     def _sync_names(api: pd.DataFrame) -> np.ndarray:
@@ -151,30 +168,30 @@ class StepEvidence:
         codes = names.cat.codes.to_numpy()
         return np.append(ok, False)[np.where(codes >= 0, codes, len(ok))]
 
-    def _add_copies(self, gpu, copy, key, call, is_sync, start, end) -> None:
-        rows = np.flatnonzero(copy)
+    def _add_copies(self, gpu, rows, key, call, is_sync, dur) -> None:
+        """The range's memcpy ``rows`` of ``gpu``, with their op keys, launching calls and
+        durations."""
         self.n_memcpy += len(rows)
         if "pageable" in gpu:  # not in .jlprof files saved by jlprof 0.1.0
-            pageable = gpu["pageable"].to_numpy(np.int64)[rows] == 1
+            pageable = gpu["pageable"].iloc[rows].to_numpy(np.int64) == 1
         else:
             pageable = np.zeros(len(rows), bool)
-        c = call[rows]
         sync = np.zeros(len(rows), bool)
         if len(is_sync):
-            sync[c >= 0] = is_sync[c[c >= 0]]
+            sync[call >= 0] = is_sync[call[call >= 0]]
         slow = pageable | sync
         self.pageable += int(pageable.sum())
         self.synchronous += int(sync.sum())
         name = gpu["name"].iloc[rows].astype(str).to_numpy(object)
         dtoh, htod = name == DTOH, name == HTOD
-        nbytes = gpu["bytes"].to_numpy(np.int64)[rows]
+        nbytes = gpu["bytes"].iloc[rows].to_numpy(np.int64)
         zero = np.zeros(len(rows), np.int64)
         frame = pd.DataFrame(
             {
-                "key": key[rows],
+                "key": key,
                 "slow_n": slow.astype(np.int64),
                 "slow_bytes": np.where(slow, nbytes, zero),
-                "slow_ns": np.where(slow, (end - start)[rows], zero),
+                "slow_ns": np.where(slow, dur, zero),
                 "dtoh_n": dtoh.astype(np.int64),
                 "dtoh_bytes": np.where(dtoh, nbytes, zero),
                 "htod_n": htod.astype(np.int64),
