@@ -71,3 +71,24 @@ def test_isolated_matches_brute_force(seed):
     whole = union_length(np.zeros(n, int), start, end, 1)[0]
     part = union_length(np.zeros(rest.sum(), int), start[rest], end[rest], 1)[0]
     assert whole == (end - start)[got].sum() + part
+
+
+@pytest.mark.parametrize("bucket_rows", [1, 7, 1 << 30])
+def test_thread_union_length_is_each_threads_union_summed(monkeypatch, bucket_rows):
+    """Per group: the union on each thread, summed over threads (worked by hand as a set of
+    covered nanoseconds), in one merge or in buckets of pairs merged alone."""
+    from jlprof.engine.aggregate import intervals
+
+    monkeypatch.setattr(intervals, "BUCKET_ROWS", bucket_rows)
+    rng = np.random.default_rng(3)
+    n = 300
+    group = rng.integers(0, 5, n)
+    thread = rng.choice([11, 2**40 + 3, 7], n)
+    start = rng.integers(0, 500, n)
+    end = start + rng.integers(0, 60, n)
+    want = sum(  # each thread's own union, per group
+        brute_union(group[thread == t], start[thread == t], end[thread == t], 5)
+        for t in np.unique(thread)
+    )
+    got = intervals.thread_union_length(group, thread, start, end, 5)
+    assert got.tolist() == want.tolist()
