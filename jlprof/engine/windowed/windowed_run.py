@@ -172,9 +172,18 @@ class WindowedRun:
         plan = self.plan
         # the NVTX frame's columns but the ranges' times (held by the range pass) are not
         # read again: let them go now (a database writer took its own reference); an empty
-        # copy, not a view that would hold every column (~0.3 GB at 7.5M ranges)
+        # copy, not a view that would hold every column (~0.3 GB at 7.5M ranges), and with
+        # no categories: they would hold every distinct text (0.7 GB at a 10M-kernel
+        # PyTorch run, a text per call)
         self.nv = None  # type: ignore[assignment]
-        self.small.nvtx = self.small.nvtx.iloc[:0].copy()
+        empty = self.small.nvtx.iloc[:0].copy()
+        self.small.nvtx = empty.assign(
+            **{
+                k: empty[k].cat.remove_unused_categories()
+                for k in empty.columns
+                if isinstance(empty[k].dtype, pd.CategoricalDtype)
+            }
+        )
         # no GPU row of a later window starts before its earliest call (GPU work never starts
         # before its launch; the work pass checks it as the windows come)
         later = np.append(np.minimum.accumulate(plan.window_start_ns[::-1])[::-1][1:], BIG)
