@@ -315,7 +315,8 @@ def load_windowed(
     timeline, no ``save``).
 
     Raises :class:`jlprof.engine.windowed.windowed_run.Unsuitable` before reading any window when
-    the export needs the whole-trace path (PyTorch markers, a key node that is not a range).
+    the export needs the whole-trace path (a key node that is not a range, an nvprof database,
+    ranges named like unassociated work that hold other ranges).
     """
     from contextlib import nullcontext
 

@@ -132,6 +132,39 @@ def test_pytorch_runs_by_windows_are_the_whole_runs(
     assert detector in (whole / "dlprof_expert_systems.csv").read_text()
 
 
+@pytest.mark.parametrize("calls", [3, 1000])
+@pytest.mark.parametrize(
+    "export, mode",
+    [("tf1", "tensorflow1"), ("tf2", "tensorflow2"), ("trt", "tensorrt"), ("tf2", None)],
+)
+def test_framework_modes_by_windows_are_the_whole_runs(
+    tmp_path, monkeypatch, capsys, calls, export, mode
+):
+    """TensorFlow and TensorRT runs in their modes (op names from scopes and layers, their
+    expert checks) read by windows: every file the whole run's."""
+    from tests.fixtures.framework_traces import tf_export, trt_export
+
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", calls)
+    db = tmp_path / f"{export}.sqlite"
+    if export == "trt":
+        trt_export(db)
+    else:
+        tf_export(db, fused=export == "tf2")
+    extra = (f"--mode={mode}",) if mode else ()
+    whole, win = tmp_path / "whole", tmp_path / "win"
+    _run(db, None, whole, "false", extra)
+    capsys.readouterr()
+    _run(db, None, win, "true", (*extra, "-v", "detailed"))
+    err = capsys.readouterr().err
+    assert "correlating window 1 of" in err and "reading the whole trace" not in err
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in win.iterdir())
+    for name in names:
+        assert (win / name).read_bytes() == (whole / name).read_bytes(), name
+    if mode == "tensorflow1":  # a framework check's finding among them
+        assert "Fusion appears disabled" in (whole / "dlprof_expert_systems.csv").read_text()
+
+
 def test_a_pytorch_run_is_read_by_windows(tmp_path, capsys):
     (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
     main([f"--database={db}", "--reports=kernel", "--dldb=false", f"--output_path={tmp_path}",

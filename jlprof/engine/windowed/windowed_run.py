@@ -79,8 +79,6 @@ class WindowedRun:
         self.ranges = range_pass(nv, mode)
         # the reports' PyTorch columns (Direction), as the profile's mode will be
         self.pytorch = mode == "pytorch" or (mode is None and bool(self.ranges.markers))
-        if mode not in (None, "simple", "pytorch"):
-            raise Unsuitable(f"mode {mode}: its expert checks read every call")
         say("finding iterations")
         c_r = ranges_correlated(self.small, nv, self.ranges)
         try:
