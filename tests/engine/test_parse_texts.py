@@ -97,3 +97,16 @@ def test_a_pytorch_runs_texts_parse_as_one_at_a_time(tmp_path: Path) -> None:
     form = parse_texts(texts)["form"].to_numpy()
     calls = np.array([", op_id = " in t for t in texts])
     assert len(np.unique(form[calls])) < 50  # a few dozen ops, not a form per call
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 97])
+def test_texts_split_in_chunks_parse_as_one_at_a_time(tmp_path, monkeypatch, chunk) -> None:
+    """The texts are split by RE2 a chunk at a time (bounded temporaries at 7.45M texts):
+    skeletons first met in a later chunk, or met again there, number as in one pass."""
+    from jlprof.engine.correlate import emit_nvtx
+
+    monkeypatch.setattr(emit_nvtx, "CHUNK_TEXTS", chunk)
+    _same(ODD + ODD[::-1])
+    _same(["a, seq = 1", None, 3])
+    generate(tmp_path / "t.sqlite", 1_000, seed=2, shape="pytorch")
+    _same(list(read_trace(tmp_path / "t.sqlite").nvtx["text"].cat.categories))
