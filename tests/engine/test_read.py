@@ -400,3 +400,33 @@ def test_without_connectorx_sqlite3_reads_with_a_one_line_notice(
     assert err == read._SLOW_READER_NOTICE + "\n"
     with pytest.raises(InputError, match="pip install connectorx"):
         read_trace(exports["2022.4"], use_connectorx=True)
+
+
+def test_an_arrow_table_of_several_chunks_becomes_first_seen_categoricals():
+    """Text columns by chunk (connectorx reads a table in parts): one dictionary across the
+    chunks, categories in order of first appearance, nulls as -1; numbers as they are; the
+    table's names may repeat. Checked against pandas' own reading of the same values."""
+    import pyarrow as pa
+
+    from jlprof.engine.read.read import _arrow_frame, _one_dictionary
+
+    texts = [["b", "a", None, "b"], ["c", "a", "d"], [], ["d", "e"]]
+    nums = [[1, 2, 3, 4], [5, 6, 7], [], [8, 9]]
+    tbl = pa.table(
+        {
+            "n": pa.chunked_array(nums, pa.int64()),
+            "t": pa.chunked_array(texts, pa.large_string()),
+            "u": pa.chunked_array(texts, pa.string()),
+        }
+    )
+    df = _arrow_frame(tbl, ["n", "t", "t2"])
+    flat = [t for chunk in texts for t in chunk]
+    want = pd.Categorical(flat, categories=pd.unique(pd.Series([t for t in flat if t])))
+    for col in ("t", "t2"):
+        assert list(df[col].cat.categories) == list(want.categories) == ["b", "a", "c", "d", "e"]
+        assert df[col].cat.codes.tolist() == list(want.codes)
+    assert df["n"].tolist() == [x for chunk in nums for x in chunk]
+    enc = pa.chunked_array(texts, pa.string()).dictionary_encode()
+    assert _one_dictionary(enc)
+    apart = pa.chunked_array([pa.array(c, pa.string()).dictionary_encode() for c in texts[:2]])
+    assert not _one_dictionary(apart)
