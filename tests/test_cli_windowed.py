@@ -95,6 +95,23 @@ def test_windowed_files_for_a_range_are_the_whole_runs(tmp_path, monkeypatch, fi
                 assert (other / name).read_bytes() == (whole / name).read_bytes(), (db, name)
 
 
+def _by_windows_as_whole(db, mode, tmp_path, capsys):
+    """Run ``db`` whole and by windows (in ``mode``), check the windows were read and every
+    file is the whole run's; the whole run's folder."""
+    extra = (f"--mode={mode}",) if mode else ()
+    whole, win = tmp_path / "whole", tmp_path / "win"
+    _run(db, None, whole, "false", extra)
+    capsys.readouterr()
+    _run(db, None, win, "true", (*extra, "-v", "detailed"))
+    err = capsys.readouterr().err
+    assert "correlating window 1 of" in err and "reading the whole trace" not in err
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in win.iterdir())
+    for name in names:
+        assert (win / name).read_bytes() == (whole / name).read_bytes(), name
+    return whole
+
+
 #: PyTorch runs (tests/fixtures/torch_loops.py), each built to fire one of the PyTorch checks
 #: that read GPU rows and calls (expert_pytorch: summed by windows in StepEvidence)
 TORCH_RUNS = {
@@ -118,17 +135,7 @@ def test_pytorch_runs_by_windows_are_the_whole_runs(
 
     monkeypatch.setattr(windowed_run, "WINDOW_CALLS", calls)
     db = torch_training_export(tmp_path / "t.sqlite", Knobs(**TORCH_RUNS[detector]))
-    extra = (f"--mode={mode}",) if mode else ()
-    whole, win = tmp_path / "whole", tmp_path / "win"
-    _run(db, None, whole, "false", extra)
-    capsys.readouterr()
-    _run(db, None, win, "true", (*extra, "-v", "detailed"))
-    err = capsys.readouterr().err
-    assert "correlating window 1 of" in err and "reading the whole trace" not in err
-    names = sorted(p.name for p in whole.iterdir())
-    assert names == sorted(p.name for p in win.iterdir())
-    for name in names:
-        assert (win / name).read_bytes() == (whole / name).read_bytes(), name
+    whole = _by_windows_as_whole(db, mode, tmp_path, capsys)
     assert detector in (whole / "dlprof_expert_systems.csv").read_text()
 
 
@@ -150,17 +157,7 @@ def test_framework_modes_by_windows_are_the_whole_runs(
         trt_export(db)
     else:
         tf_export(db, fused=export == "tf2")
-    extra = (f"--mode={mode}",) if mode else ()
-    whole, win = tmp_path / "whole", tmp_path / "win"
-    _run(db, None, whole, "false", extra)
-    capsys.readouterr()
-    _run(db, None, win, "true", (*extra, "-v", "detailed"))
-    err = capsys.readouterr().err
-    assert "correlating window 1 of" in err and "reading the whole trace" not in err
-    names = sorted(p.name for p in whole.iterdir())
-    assert names == sorted(p.name for p in win.iterdir())
-    for name in names:
-        assert (win / name).read_bytes() == (whole / name).read_bytes(), name
+    whole = _by_windows_as_whole(db, mode, tmp_path, capsys)
     if mode == "tensorflow1":  # a framework check's finding among them
         assert "Fusion appears disabled" in (whole / "dlprof_expert_systems.csv").read_text()
 

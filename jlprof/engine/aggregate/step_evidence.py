@@ -43,9 +43,8 @@ class Counts:
         self.values = np.zeros(0, np.int64)
         self.counts = np.zeros(0, np.int64)
 
-    def add(self, values: np.ndarray, counts: np.ndarray | None = None) -> None:
-        v, inv = np.unique(np.asarray(values, np.int64), return_inverse=True)
-        c = np.bincount(inv, weights=counts, minlength=len(v)).astype(np.int64)
+    def add(self, values: np.ndarray) -> None:
+        v, c = np.unique(np.asarray(values, np.int64), return_counts=True)
         if len(self.values):
             v, inv = np.unique(np.concatenate([self.values, v]), return_inverse=True)
             c = np.bincount(inv, weights=np.concatenate([self.counts, c]), minlength=len(v))
@@ -142,9 +141,10 @@ class StepEvidence:
                 rows = np.flatnonzero(copy)
                 self._add_copies(gpu, rows + a, key[rows], call[rows], is_sync,
                                  (end - start)[rows])  # fmt: skip
-        if len(api):
-            self.launch_ns.add((api["end_ns"] - api["start_ns"]).to_numpy(np.int64)[launched])
         a_start = api["start_ns"].to_numpy()
+        if len(api):
+            called = np.flatnonzero(launched)
+            self.launch_ns.add(api["end_ns"].to_numpy()[called].astype(np.int64) - a_start[called])
         for a in range(0, len(api), CHUNK):
             part = slice(a, a + CHUNK)
             a_it = self.it.of(a_start[part])
