@@ -390,7 +390,7 @@ def _windows(run, files, lo: int, hi: int, say, sinks: list) -> dict[str, list]:
                         res.gpu_call,
                         lo,
                         hi,
-                        run.pytorch,
+                        run.mode == "pytorch",
                     )
                 )
             del win, res

@@ -50,6 +50,14 @@ DEFAULT_PROFILE_NAME = "dlprof"  # DLProf's (guide §10.1.3): dlprof_summary.csv
 T = TypeVar("T")
 
 
+def effective_mode(mode: str | None, markers: frozenset[str]) -> str:
+    """The analysis mode: the one given, else ``pytorch`` where the trace holds PyTorch
+    markers (DLProf's default), else ``simple``."""
+    if mode is not None:
+        return mode
+    return "pytorch" if markers else "simple"
+
+
 def check_options(key_node: Any, iter_start: Any, iter_stop: Any, domains: Any, mode: Any) -> None:
     """Types and values of the analysis options, checked before any trace is read; raises
     :class:`OptionError` (:class:`AnalysisError` for an unknown mode) instead of a raw
@@ -157,7 +165,6 @@ class Analysis:
         self._cube_range: tuple[int, int] | None = None
         self.parts = parts
         self.trace = trace
-        self.mode = mode or "simple"
         self.mode_given = mode is not None  # -m simple given: only the kernel report
         self.profile_name = profile_name
         self.domains = domains
@@ -168,8 +175,7 @@ class Analysis:
                 self.metrics: InstanceMetrics = instance_metrics(self.correlated)
             else:
                 self.correlated, self.metrics = correlated
-            if mode is None and self.correlated.markers:  # PyTorch markers: DLProf's default
-                self.mode = "pytorch"
+            self.mode = effective_mode(mode, self.correlated.markers)
             self._cubes: dict[str | None, Cube] = {}
             # per (what, key node, range): small frames; str keys: per-profile orderings
             self._memo: dict[tuple | str, Any] = {}

@@ -63,10 +63,13 @@ def _inst_in_range(p: Analysis, lo: int, hi: int) -> np.ndarray:
 
 
 def _top_ops(p: Analysis, op: np.ndarray) -> list[dict]:
-    """The ops behind some events, most first: op ID and count."""
-    op = op[op >= 0]
-    s = pd.DataFrame({"op": op, "w": np.ones(len(op))}).groupby("op")["w"].agg(["count", "sum"])
-    return _top(p, s)
+    """The ops behind some events (each event's op row), most first: op ID and count."""
+    return _top_counts(p, pd.Series(np.ones(len(op), np.int64), index=op).groupby(level=0).sum())
+
+
+def _top_counts(p: Analysis, counts: pd.Series) -> list[dict]:
+    """The ops of ``counts`` (events per op row, ascending), most first: op ID and count."""
+    return _top(p, pd.DataFrame({"count": counts, "sum": counts.astype(float)}))
 
 
 def _top(p: Analysis, s: pd.DataFrame, weighted: bool = False) -> list[dict]:
@@ -359,13 +362,12 @@ def launch_bound(p: Analysis, lo: int, hi: int) -> list[Finding]:
     launch_ns = int(calls.median() * calls.n) if calls.n else 0
     if med >= LAUNCH_TINY_NS or launch_ns < kernel_ns:
         return []
-    counts = e.kernel_ops
     ev = {
         "kernels_per_iteration": round(n_kern / n_it, 1),
         "median_kernel_ns": int(med),
         "kernel_ns": kernel_ns,
         "launch_api_ns": launch_ns,
-        "ops": _top(p, pd.DataFrame({"count": counts, "sum": counts.astype(float)})),
+        "ops": _top_counts(p, e.kernel_ops),
     }
     return [
         Finding(
@@ -469,8 +471,7 @@ def device_syncs(p: Analysis, lo: int, hi: int) -> list[Finding]:
         hit_iters |= set((np.flatnonzero(e.sync_iter) + lo).tolist())
         ev["sync_calls"] = e.sync_calls
         ev["sync_call_names"] = sorted(e.sync_names)[:TOP]
-        counts = e.sync_ops
-        ev["sync_call_ops"] = _top(p, pd.DataFrame({"count": counts, "sum": counts.astype(float)}))
+        ev["sync_call_ops"] = _top_counts(p, e.sync_ops)
     share = len(hit_iters) / max(n_it, 1)
     if share < SYNC_ITER_FRACTION or not hit_iters:
         return []

@@ -214,7 +214,7 @@ class StepEvidence:
             keys = np.asarray(keys, np.int64)
             if op_of_key is None:
                 return keys
-            return np.where(keys >= 0, np.asarray(op_of_key, np.int64)[np.maximum(keys, 0)], -1)
+            return np.where(keys >= 0, np.asarray(op_of_key)[np.maximum(keys, 0)], -1)
 
         def by_op(parts: list, index_to_op: Callable[[np.ndarray], np.ndarray]):
             if not parts:
@@ -230,7 +230,7 @@ class StepEvidence:
 
         def inst_to_op(inst: np.ndarray) -> np.ndarray:
             inst = resolve(inst) if resolve is not None else inst
-            return np.where(inst >= 0, np.asarray(inst_op, np.int64)[np.maximum(inst, 0)], -1)
+            return np.where(inst >= 0, np.asarray(inst_op)[np.maximum(inst, 0)], -1)
 
         self.sync_ops = by_op(self._sync_inst, inst_to_op)
         self._kernel_keys, self._copies, self._sync_inst = [], [], []

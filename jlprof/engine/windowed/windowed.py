@@ -28,6 +28,7 @@ them as *provisional* ids, ``-2 - k`` for the k-th unassociated GPU row met, whi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -186,6 +187,8 @@ class WorkPass:
         self.promised = np.iinfo(np.int64).min  # no later GPU row starts before it
         self.t_first = np.iinfo(np.int64).max
         self.t_last = np.iinfo(np.int64).min
+        # after finish(): the windows' provisional instance ids made final (WorkResult's)
+        self.resolve: Callable[[np.ndarray], np.ndarray] | None = None
 
     def add(self, w: Window) -> WindowResult:
         """Correlate one window's calls and GPU rows and add their figures."""
@@ -433,7 +436,7 @@ class WorkPass:
             un_gpu_name=ug.column("name", np.int64),
             un_gpu_rank=rank,
         )
-        self.resolve = result.resolve  # the windows' provisional instance ids, made final
+        self.resolve = result.resolve
         return result
 
 

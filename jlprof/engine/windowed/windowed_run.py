@@ -25,7 +25,7 @@ import pandas as pd
 
 from jlprof.engine.aggregate.aggregate import InstanceMetrics
 from jlprof.engine.aggregate.iterations import Iterations, find_iterations
-from jlprof.engine.analysis import resolve_key_node
+from jlprof.engine.analysis import effective_mode, resolve_key_node
 from jlprof.engine.correlate.correlate import Correlated, path_table
 from jlprof.engine.correlate.ranges import Ranges, in_domains, range_pass
 from jlprof.engine.memory import release_reader_memory
@@ -77,8 +77,8 @@ class WindowedRun:
         self.nv = nv = in_domains(self.small.nvtx, domains)
         say("nesting NVTX ranges")
         self.ranges = range_pass(nv, mode)
-        # the reports' PyTorch columns (Direction), as the profile's mode will be
-        self.pytorch = mode == "pytorch" or (mode is None and bool(self.ranges.markers))
+        # the profile's mode (the iteration report written by windows shows its columns)
+        self.mode = effective_mode(mode, self.ranges.markers)
         say("finding iterations")
         c_r = ranges_correlated(self.small, nv, self.ranges)
         try:
@@ -255,7 +255,7 @@ class WindowedRun:
         if self.parts is not None:
             op_of_key = work.op_of_keys(c.ops, template["name"].cat.categories)
             self.parts.finish(op_of_key)
-            self.parts.evidence.finish(op_of_key, c.inst["op"].to_numpy(np.int64), work.resolve)
+            self.parts.evidence.finish(op_of_key, c.inst["op"].to_numpy(), work.resolve)
         del work
         release_reader_memory()
         return self.small, c, m
