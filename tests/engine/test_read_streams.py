@@ -145,10 +145,10 @@ def test_a_stream_that_fails_falls_back_to_sqlite3(export, portable, spy) -> Non
 def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
     export, portable, spy, reader
 ) -> None:
-    """The windowed engine reads the NVTX table alone (``work=False``), as two runs of rowids
-    in two connectorx streams at once, put back in rowid order: the NVTX and mark frames
-    (values, categories and their first-seen order) are the whole read's, whatever reads
-    them, and each run is a stream sized for the whole table."""
+    """The windowed engine reads the NVTX table alone (``work=False``): its texts, then its
+    numbers, each as two runs of rowids in two connectorx streams at once, put back in rowid
+    order: the NVTX and mark frames (values, categories and their first-seen order) are the
+    whole read's, whatever reads them, and each run is a stream sized for the whole table."""
     s = spy(fail_stream_start=reader == "no streams")
     alone = read_trace(export, use_connectorx=reader != "portable", work=False)
     for name in ("nvtx", "marks"):
@@ -160,8 +160,8 @@ def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
     assert alone.gpu.empty and alone.api.empty
     streams = [b for rt, b in s.calls if rt == "arrow_stream"]
     if reader == "streams":
-        assert streams == [counts(export)["NVTX_EVENTS"] + 1] * 2
-        assert s.taken == 2
+        assert streams == [counts(export)["NVTX_EVENTS"] + 1] * 4
+        assert s.taken == 4
 
 
 def test_invalid_utf8_text_reads_like_sqlite3(tmp_path: Path) -> None:

@@ -176,3 +176,65 @@ def test_record_function_ranges_do_not_absorb_the_ops(tmp_path: Path) -> None:
     assert d.loc["aten::relu", "Total GPU Time (ns)"] == 3 * DUR[RELU_FWD]
     steps = d[d.index.str.startswith("ProfilerStep#")]
     assert len(steps) == 3 and (steps["Total GPU Time (ns)"] == 0).all()
+
+
+def _backward_by_hand(node, seq, top, start, process):
+    """_backward's definition, one range at a time (its docstring, worked as loops)."""
+    n = len(top)
+    is_top = [top[i] >= 0 and top[i] == i for i in range(n)]
+    top_seq = [seq[i] if is_top[i] and node[i] else -1 for i in range(n)]
+    first = list(top_seq)  # a wrapper takes the seq of a backward node range inside it
+    for j in range(n):
+        if top[j] >= 0 and not is_top[j] and node[j] and seq[j] >= 0 and first[top[j]] < 0:
+            top_seq[top[j]] = seq[j]  # the last such range in row order
+    bwd_top = [is_top[i] and node[i] for i in range(n)]
+    last: dict[tuple[int, int], tuple[int, int, int]] = {}  # key -> (start, row, its top)
+    for f in range(n):
+        if top[f] >= 0 and not node[f] and seq[f] >= 0 and not bwd_top[top[f]]:
+            key = (process[f], seq[f])
+            if key not in last or (start[f], f) >= last[key][:2]:
+                last[key] = (start[f], f, top[f])
+    linked, fwd = [], []
+    for i in range(n):
+        if bwd_top[i] and top_seq[i] >= 0 and (process[i], top_seq[i]) in last:
+            linked.append(i)
+            fwd.append(last[(process[i], top_seq[i])][2])
+    inner = [
+        i for i in range(n) if top[i] >= 0 and not is_top[i] and not node[i] and bwd_top[top[i]]
+    ]
+    return linked, fwd, inner
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_backward_links_as_defined(seed: int) -> None:
+    """Backward tops to forward tops (the last forward top by start per process and seq,
+    ties in row order), wrappers taking their node's seq, and forward calls inside backward
+    tops: the vectorised pass against the definition worked range by range."""
+    import numpy as np
+    import pandas as pd
+
+    from jlprof.engine.correlate.torch_ops import _backward
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 120))
+    n_tops = max(1, n // 4)
+    heads = np.sort(rng.choice(max(n, 1), size=min(n_tops, n), replace=False))
+    top = np.full(n, -1, np.int64)
+    top[heads] = heads
+    rest = np.setdiff1d(np.arange(n), heads)
+    top[rest] = (
+        np.where(rng.random(len(rest)) < 0.8, rng.choice(heads, len(rest)), -1)
+        if len(heads)
+        else -1
+    )
+    parsed = pd.DataFrame({"bwd_node": rng.random(6) < 0.4})
+    text_code = rng.integers(0, 6, n)
+    seq = rng.integers(-1, 8, n)
+    start = rng.integers(0, 30, n)  # ties: row order decides
+    process = rng.integers(0, 2, n)
+    for dtype in (np.int64, np.int32):  # the range pass holds tops and seqs in 32 bits
+        linked, fwd, inner = _backward(
+            parsed, text_code, seq.astype(dtype), top.astype(dtype), start, process
+        )
+        want = _backward_by_hand(parsed["bwd_node"].to_numpy()[text_code], seq, top, start, process)
+        assert (linked.tolist(), fwd.tolist(), inner.tolist()) == want

@@ -24,7 +24,7 @@ from jlprof.engine.correlate.framework_names import TENSORFLOW
 from jlprof.engine.correlate.ops import abs_path, parse_forms
 from jlprof.engine.correlate.tensorcore import op_type_tc_eligible
 from jlprof.engine.correlate.torch_ops import label_names, range_labels, tops
-from jlprof.engine.read.narrow import index_dtype, narrow
+from jlprof.engine.read.narrow import fits_int32, index_dtype, narrow
 from jlprof.engine.read.trace import GLOBAL_PID_MASK
 
 NONE = -1
@@ -324,6 +324,22 @@ class Ranges:
         return _rows(self.label_op, len(self.ops))[self.label]
 
 
+def _per_range(per_text: np.ndarray, cat_code: np.ndarray) -> np.ndarray:
+    """``narrow(per_text[cat_code])`` without a 64-bit value per range first."""
+    if len(cat_code) and fits_int32(per_text):
+        return per_text.astype(np.int32)[cat_code]
+    return narrow(per_text[cat_code])
+
+
+def _processes(rl: _RangeLanes, r_tid: np.ndarray) -> np.ndarray:
+    """A code per range, equal where their processes are: per lane where every range has one
+    (no hash of every range's thread)."""
+    if rl.nest_rows is None:
+        lane_pid = pd.factorize(np.asarray(rl.lane_tid, np.int64) & GLOBAL_PID_MASK)[0]
+        return _rows(lane_pid, len(lane_pid))[rl.lane]
+    return pd.factorize(r_tid & GLOBAL_PID_MASK)[0]
+
+
 def in_domains(nv: pd.DataFrame, domains: list[str] | None) -> pd.DataFrame:
     """The NVTX ranges of ``domains`` (``--domains``; None or empty: all of them)."""
     if not domains:
@@ -346,16 +362,18 @@ def range_pass(nv: pd.DataFrame, mode: str | None) -> Ranges:
     # op_id only): each range keeps its own seq and instance number
     forms = parse_forms(text_cats, mode)
     parsed = forms.frame
-    cat_code = nv["text"].cat.codes.to_numpy(np.int64) if len(nv) else np.zeros(0, np.int64)
-    seq = forms.seq[cat_code]
-    instance_no = narrow(forms.instance_no[cat_code])
-    text_code = forms.code[cat_code]
+    # per range in 32 bits where the values fit, narrowed per text before they are spread
+    # (the range pass's peak: 0.3 GB less at 13.4M ranges)
+    cat_code = np.asarray(nv["text"].cat.codes) if len(nv) else np.zeros(0, np.int64)
+    seq = _per_range(forms.seq, cat_code)
+    instance_no = _per_range(forms.instance_no, cat_code)
+    text_code = _rows(forms.code, len(parsed))[cat_code]
     del forms, cat_code
     is_call = parsed["torch_call"].to_numpy(bool) | (parsed["pyprof"] == "op").to_numpy(bool)
     r_top = tops(is_call[text_code], rl.parent)
 
     # op identity: each range's label (parsed texts) and the op it names
-    r_pid = pd.factorize(r_tid & GLOBAL_PID_MASK)[0].astype(np.int64, copy=False)
+    r_pid = _processes(rl, r_tid)
     labels, r_label = range_labels(parsed, text_code, seq, rl.parent, r_top, r_start, r_pid)
     del seq
     ops, named, label_op = _range_ops(parsed, labels)

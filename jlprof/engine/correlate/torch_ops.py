@@ -30,7 +30,8 @@ def tops(is_torch: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Per range: its outermost enclosing op-call range in an unbroken chain of them (itself
     when its parent is not one); -1 for ranges that are not op calls (``is_torch``)."""
     n = len(parent)
-    top = np.where(is_torch, np.arange(n), NONE)
+    idx = np.int32 if n <= np.iinfo(np.int32).max else np.int64  # 54 MB less at 13.4M ranges
+    top = np.where(is_torch, np.arange(n, dtype=idx), idx(NONE))
     cur = np.flatnonzero(is_torch)
     while len(cur):
         p = parent[top[cur]]
@@ -76,13 +77,21 @@ def range_labels(
         bprop[linked] = True
         bprop[inner] = True
     n_t = max(len(parsed), 1)
-    key = (name_src.astype(np.int64) * n_t + type_src) * 2 + bprop
+    # (name, type, bprop) as one key, built in place in 32 bits where it fits
+    key = name_src.astype(np.int32 if 2 * n_t * n_t <= np.iinfo(np.int32).max else np.int64)
+    del name_src
+    key *= n_t
+    key += type_src
+    del type_src
+    key *= 2
+    key += bprop
+    del bprop
     code, uniq = pd.factorize(key)
     uniq = np.asarray(uniq, dtype=np.int64)
     labels = pd.DataFrame(
         {"name_text": uniq // 2 // n_t, "type_text": uniq // 2 % n_t, "bprop": uniq % 2 == 1}
     )
-    return labels, code.astype(np.int64)
+    return labels, code
 
 
 def label_names(parsed: pd.DataFrame, labels: pd.DataFrame) -> np.ndarray:
@@ -115,21 +124,30 @@ def _backward(
     Sequence numbers are per process (``process``: a code per range), never matched across.
     """
     span = int(seq.max()) + 2 if len(seq) else 1
-    pkey = process.astype(np.int64) * span  # (process, seq) as one key; -1 stays negative
     node = parsed["bwd_node"].to_numpy(bool)[text_code]
-    idx = np.arange(len(top))
-    is_top = (top >= 0) & (top == idx)
+    has_top = top >= 0
+    is_top = has_top & (top == np.arange(len(top), dtype=top.dtype))
     top_seq = np.where(is_top & node, seq, NONE)
-    inner_node = (top >= 0) & ~is_top & node & (seq >= 0)
-    fill = inner_node & (top_seq[np.maximum(top, 0)] < 0)
+    # the masks below are taken on candidate rows only: no range-long temporaries of tops
+    # (their parts of the range pass's peak: ~0.4 GB at 13.4M ranges)
+    cand = np.flatnonzero(has_top & ~is_top & node & (seq >= 0))  # inner backward nodes
+    fill = cand[top_seq[top[cand]] < 0]
     top_seq[top[fill]] = seq[fill]
     bwd_top = is_top & node
-    fwd = np.flatnonzero((top >= 0) & ~node & (seq >= 0) & ~bwd_top[np.maximum(top, 0)])
+    cand = np.flatnonzero(has_top & ~node & (seq >= 0))
+    fwd = cand[~bwd_top[top[cand]]]
     fwd = fwd[np.argsort(start[fwd], kind="stable")]
-    by_seq = pd.Series(top[fwd], index=pkey[fwd] + seq[fwd])
-    by_seq = by_seq[~by_seq.index.duplicated(keep="last")]
+    # the last forward top (by start) per (process, seq): keys sorted, ties in start order
+    keys = process[fwd].astype(np.int64) * span + seq[fwd]
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    last = np.append(keys[1:] != keys[:-1], True)[: len(keys)]
+    uniq_keys, uniq_top = keys[last], top[fwd[order[last]]]
+    del keys, order, last
     rows_b = np.flatnonzero(bwd_top & (top_seq >= 0))
-    f = by_seq.reindex(pkey[rows_b] + top_seq[rows_b]).to_numpy()
-    ok = ~np.isnan(f)
-    inner = np.flatnonzero((top >= 0) & ~is_top & ~node & bwd_top[np.maximum(top, 0)])
-    return rows_b[ok], f[ok].astype(np.int64), inner
+    want = process[rows_b].astype(np.int64) * span + top_seq[rows_b]
+    pos = np.minimum(np.searchsorted(uniq_keys, want), max(len(uniq_keys) - 1, 0))
+    ok = (uniq_keys[pos] == want) if len(uniq_keys) else np.zeros(len(want), bool)
+    cand = np.flatnonzero(has_top & ~is_top & ~node)
+    inner = cand[bwd_top[top[cand]]]
+    return rows_b[ok], uniq_top[pos[ok]].astype(np.int64), inner

@@ -746,22 +746,36 @@ def _api_names(name_id: np.ndarray, strings: StringTable) -> pd.Categorical:
 
 
 def _read_nvtx(
-    f: _Fetcher, selects: dict[str, _Select], strings: StringTable
+    f: _Fetcher, selects: dict[str, _Select], strings: StringTable, parts: int = 0
 ) -> tuple[pd.DataFrame, ...]:
+    """The NVTX ranges and marks. ``parts`` > 0: the table is not being read yet; its texts
+    are read first and then its numbers, each as ``parts`` runs of rowids, so the texts'
+    dictionary is built before the numbers arrive (the read's peak: 0.8 GB less at the
+    13.4M ranges of a 10M-kernel PyTorch run)."""
+    empty = (
+        empty_frame(NVTX_COLUMNS, ("domain", "text")),
+        empty_frame(MARK_COLUMNS, ("domain", "text")),
+    )
     if _NVTX not in selects:
-        return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
-            MARK_COLUMNS, ("domain", "text")
-        )
-    df = f.frame(selects[_NVTX])
+        return empty
+    q = selects[_NVTX]
+    if parts:
+        texts = q.only("text_id", "text_inline")
+        f.start(texts, f.rows_at_most(q.table), parts)
+        df = f.frame(texts)
+        text = _nvtx_text(df["text_inline"], _int(df, "text_id"), strings)
+        q = q.only(*[n for n in q.names if n not in texts.names])
+        f.start(q, len(df), parts)
+        del df
+    df = f.frame(q)
     if not len(df):
-        return empty_frame(NVTX_COLUMNS, ("domain", "text")), empty_frame(
-            MARK_COLUMNS, ("domain", "text")
-        )
+        return empty
     ints = ("start_ns", "end_ns", "global_tid", "end_global_tid", "event_type", "domain_id")
-    col = {c: _int(df, c) for c in (*ints, "text_id")}  # as they are (no copy) when int64
+    col = {c: _int(df, c) for c in ints}  # as they are (no copy) when int64
     col["int64_value"] = df["int64_value"].to_numpy()
     col["double_value"] = df["double_value"].to_numpy()
-    text = _nvtx_text(df["text_inline"], col.pop("text_id"), strings)
+    if not parts:
+        text = _nvtx_text(df["text_inline"], _int(df, "text_id"), strings)
     del df  # ``col`` holds what is left: each column's memory goes once it is split below
     etype = col["event_type"]
     # domains: eventType-75 rows, matched on domainId AND process (as nsys stats does)
@@ -1020,8 +1034,11 @@ def _read_trace(
         if not work:
             selects = {k: v for k, v in selects.items() if k == _NVTX}
         # connectorx reads them all at once, in threads; read alone (the windowed engine's
-        # first read), the NVTX table is read as two runs of rowids at once
-        if _start_event_tables(f, selects, parts=1 if work else 2):
+        # first read), the NVTX table is read as two runs of rowids at once, its texts first
+        if not work:
+            api, gpu = _read_api(f, selects, strings), _read_gpu_work(f, selects, strings)
+            nvtx, marks = _read_nvtx(f, selects, strings, parts=2)
+        elif _start_event_tables(f, selects):
             api = _read_api(f, selects, strings)
             nvtx, marks = _read_nvtx(f, selects, strings)
             gpu = _read_gpu_work(f, selects, strings)
