@@ -145,8 +145,8 @@ def test_a_stream_that_fails_falls_back_to_sqlite3(export, portable, spy) -> Non
 def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
     export, portable, spy, reader
 ) -> None:
-    """The windowed engine reads the NVTX table alone (``work=False``): its texts, then its
-    numbers, each as two runs of rowids in two connectorx streams at once, put back in rowid
+    """The windowed engine reads the NVTX table alone (``work=False``): its texts (kept as
+    Arrow strings), then its numbers, each as two runs of rowids in two connectorx streams at once, put back in rowid
     order: the NVTX and mark frames (values, categories and their first-seen order) are the
     whole read's, whatever reads them, and each run is a stream sized for the whole table."""
     s = spy(fail_stream_start=reader == "no streams")
@@ -158,6 +158,11 @@ def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
                 getattr(portable, name)[col].cat.categories
             )
     assert alone.gpu.empty and alone.api.empty
+    # the range texts stay Arrow strings where connectorx read them (no Python string per
+    # text: the range pass and DLProf's database read them as Arrow); the marks' are objects
+    arrow_texts = isinstance(alone.nvtx["text"].cat.categories.dtype, pd.ArrowDtype)
+    assert arrow_texts == (reader != "portable")
+    assert alone.marks["text"].cat.categories.dtype == object
     streams = [b for rt, b in s.calls if rt == "arrow_stream"]
     if reader == "streams":
         assert streams == [counts(export)["NVTX_EVENTS"] + 1] * 4

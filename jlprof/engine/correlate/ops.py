@@ -200,16 +200,42 @@ def _strings(texts: np.ndarray) -> pa.Array:
     return arrow
 
 
+def _arrow_strings(texts: pd.Index | np.ndarray | list[str]) -> pa.Array | None:
+    """The Arrow strings behind ``texts`` when it is an Index of them (the windowed read's
+    range texts, ``string[pyarrow]``), else None."""
+    dtype = getattr(texts, "dtype", None)
+    if not isinstance(dtype, pd.ArrowDtype) or not pa.types.is_string(dtype.pyarrow_dtype):
+        return None
+    return pa.array(texts.array)  # its one chunk as it is (combined where more)
+
+
+def _large(texts: pa.Array) -> pa.Array:
+    """A slice of Arrow strings as :func:`_strings` gives object texts (large strings)."""
+    return texts.cast(pa.large_string())
+
+
 def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = None) -> Forms:
     """:func:`parse_texts` by form, forms in order of their first text, without a row per
     text: the range pass's 7.45M distinct texts of a 10M-kernel PyTorch run are 412 forms."""
-    texts = np.asarray(texts, dtype=object)  # an object Index's own array: no copy
-    try:
-        found = emit_nvtx.skeletons_by_chunk(texts, _strings)
-    except _NotStrings:  # not all str: read as the per-text path reads them
-        texts = np.array([str(t) for t in texts], dtype=object)
-        found = emit_nvtx.skeletons_by_chunk(texts, _strings)
-    n = len(texts)
+    arrow = _arrow_strings(texts)
+    if arrow is not None:  # the windowed read's texts: never a Python string per text
+        found = emit_nvtx.skeletons_by_chunk(arrow, _large)
+
+        def pick(rows: np.ndarray) -> list[str]:
+            return arrow.take(pa.array(rows, pa.int64())).to_pylist()
+
+    else:
+        texts = np.asarray(texts, dtype=object)  # an object Index's own array: no copy
+        try:
+            found = emit_nvtx.skeletons_by_chunk(texts, _strings)
+        except _NotStrings:  # not all str: read as the per-text path reads them
+            texts = np.array([str(t) for t in texts], dtype=object)
+            found = emit_nvtx.skeletons_by_chunk(texts, _strings)
+
+        def pick(rows: np.ndarray) -> list[str]:
+            return [texts[i] for i in rows]
+
+    n = len(arrow if arrow is not None else texts)
     rows, codes, skeletons, names, firsts, seq_fast = found
     del found
     marks = [emit_nvtx.parse(k) for k in skeletons]
@@ -225,7 +251,7 @@ def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     rest = np.ones(n, bool)
     rest[idx] = False
     rest = np.flatnonzero(rest)
-    each = _parse_each([texts[i] for i in rest], mode)
+    each = _parse_each(pick(rest), mode)
     used, pos = np.unique(codes, return_inverse=True)  # the skeletons in use, each text's
     pos = pos.reshape(-1)
     blank = ("",) * len(COLUMNS)
@@ -258,7 +284,7 @@ def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = Non
     instance_no[rest] = each["instance_no"].to_numpy(np.int64)
     numbered = idx[one["op_name"].str.endswith(NUMBER_MARK).to_numpy(bool)[pos]]
     if len(numbered):  # an emit_nvtx name ending in " #": as the per-text path numbers it
-        instance_no[numbered] = [_instance_no(texts[i]) for i in numbered]
+        instance_no[numbered] = [_instance_no(t) for t in pick(numbered)]
     return Forms(frame.reset_index(drop=True), code, keys[order], seq, instance_no)
 
 

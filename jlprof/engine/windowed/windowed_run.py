@@ -175,9 +175,9 @@ class WindowedRun:
         # PyTorch run, a text per call)
         self.nv = None  # type: ignore[assignment]
         empty = self.small.nvtx.iloc[:0].copy()
-        self.small.nvtx = empty.assign(
+        self.small.nvtx = empty.assign(  # object categories, as every reader expects
             **{
-                k: empty[k].cat.remove_unused_categories()
+                k: pd.Categorical([], categories=pd.Index([], dtype=object))
                 for k in empty.columns
                 if isinstance(empty[k].dtype, pd.CategoricalDtype)
             }
