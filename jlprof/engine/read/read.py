@@ -859,23 +859,54 @@ def _objects(cat: pd.Categorical) -> pd.Categorical:
 
 
 def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:
-    """A categorical with object-dtype (or Arrow string, :func:`_arrow_frame`) categories and
-    no missing values ('' instead)."""
+    """A categorical with object-dtype (or Arrow string, :func:`_arrow_frame`: they stay so)
+    categories and no missing values ('' instead)."""
     cat = values.array if isinstance(values, pd.Series) else values
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(np.asarray(values, dtype=object))
-    elif (
-        cat.categories.dtype == object or isinstance(cat.categories.dtype, pd.ArrowDtype)
-    ) and not (np.asarray(cat.codes) < 0).any():
+    codes = np.asarray(cat.codes)
+    arrow = _arrow_categories(cat)
+    if (arrow is not None or cat.categories.dtype == object) and not (codes < 0).any():
         return cat  # already so: no new Index to hash
+    codes = codes.astype(np.int32)
+    if arrow is not None:
+        return _arrow_categorical(*_blank_for_missing(codes, arrow))
     cats = np.asarray(cat.categories, dtype=object)
-    codes = np.asarray(cat.codes, dtype=np.int32)
-    if (codes < 0).any():
+    codes, cats = _blank_for_missing(codes, cats)
+    return pd.Categorical.from_codes(codes, dtype=unique_categories(pd.Index(cats, dtype=object)))
+
+
+def _arrow_categories(cat: pd.Categorical):  # -> pyarrow.Array | None
+    """The Arrow strings of ``cat``'s categories (:func:`_arrow_frame`'s), else None."""
+    dtype = cat.categories.dtype
+    if isinstance(dtype, pd.ArrowDtype):
+        import pyarrow as pa
+
+        return pa.array(cat.categories.array)  # its one chunk: no copy
+    return None
+
+
+def _arrow_categorical(codes: np.ndarray, values) -> pd.Categorical:  # values: pyarrow.Array
+    cats = pd.Index(pd.arrays.ArrowExtensionArray(values))
+    return pd.Categorical.from_codes(codes, dtype=unique_categories(cats))
+
+
+def _blank_for_missing(codes: np.ndarray, cats):  # cats: object ndarray or pyarrow.Array
+    """``codes`` with missing (-1) as the first '' category (one appended where none is)."""
+    if not (codes < 0).any():
+        return codes, cats
+    if isinstance(cats, np.ndarray):
         blank = np.flatnonzero(cats == "")  # no hash table of every category for one
         if not len(blank):
             blank, cats = [len(cats)], np.append(cats, np.array([""], dtype=object))
-        codes = np.where(codes < 0, np.int32(blank[0]), codes)
-    return pd.Categorical.from_codes(codes, dtype=unique_categories(pd.Index(cats, dtype=object)))
+    else:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        blank = np.flatnonzero(pc.equal(cats, "").to_numpy(zero_copy_only=False))
+        if not len(blank):
+            blank, cats = [len(cats)], pa.concat_arrays([cats, pa.array([""], cats.type)])
+    return np.where(codes < 0, np.int32(blank[0]), codes), cats
 
 
 def _nvtx_text(inline: pd.Series, text_id: np.ndarray, strings: StringTable) -> pd.Categorical:
@@ -885,12 +916,22 @@ def _nvtx_text(inline: pd.Series, text_id: np.ndarray, strings: StringTable) -> 
     if not has_id.any():
         return cat
     reg = strings.categorical(text_id[has_id])
-    both = np.concatenate(
-        [np.asarray(cat.categories, dtype=object), np.asarray(reg.categories, dtype=object)]
-    )
-    remap, cats = pd.factorize(both, sort=False)
+    arrow = _arrow_categories(cat)
+    reg_cats = np.asarray(reg.categories, dtype=object)
+    if arrow is not None:  # both in first-seen order, as pd.factorize numbers them
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        enc = pc.dictionary_encode(pa.concat_arrays([arrow, pa.array(reg_cats, arrow.type)]))
+        remap = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    else:
+        remap, cats = pd.factorize(
+            np.concatenate([np.asarray(cat.categories, dtype=object), reg_cats]), sort=False
+        )
     codes = remap[: len(cat.categories)][np.asarray(cat.codes)]
     codes[has_id] = remap[len(cat.categories) :][np.asarray(reg.codes)]
+    if arrow is not None:
+        return _arrow_categorical(codes.astype(np.int32), enc.dictionary)
     return pd.Categorical.from_codes(
         codes.astype(np.int32),
         dtype=unique_categories(pd.Index(np.asarray(cats, object), dtype=object)),
