@@ -1302,8 +1302,10 @@ def flat_cpu_ns(
     instances. The summary's All Ops and the op type report total their CPU time so (summing
     each op's instances would count a range and every op nested in it again)."""
     it = np.asarray(inst_iter)
-    rows = np.flatnonzero((it >= lo) & (it <= hi))
-    grp = np.asarray(op_group, np.int64)[c.inst["op"].to_numpy()[rows]]
+    # row indices and groups in 32 bits where they fit (the summary's and op type report's
+    # peak: four instance-long columns are held while the union sorts)
+    rows = np.flatnonzero((it >= lo) & (it <= hi)).astype(index_dtype(len(it)))
+    grp = np.asarray(op_group).astype(index_dtype(ngroups))[c.inst["op"].to_numpy()[rows]]
     inst = c.inst
     # synthetic (unassociated_*) instances nest in nothing and carry an API call's share
     # as their CPU time, not their interval's length: summed as they are

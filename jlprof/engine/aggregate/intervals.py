@@ -257,12 +257,13 @@ def thread_union_length(
     are counted once (flattened, guide §8.5), ranges of different threads or processes (one
     per GPU) add up (guide ch. 9: totals are summed over the GPUs).
     """
-    group = np.asarray(group, dtype=np.int64)
+    group = np.asarray(group)  # any integer type: the pairs are made in 32 bits where they fit
     if len(group) == 0:
         return np.zeros(ngroups, dtype=np.int64)
     # codes by hashing, not sorting: any numbering of the (group, thread) pairs sums the same
     tid, tcode = pd.factorize(np.asarray(thread))
-    pair = group * len(tcode)
+    pair = group.astype(index_dtype(ngroups * len(tcode)))
+    pair *= len(tcode)
     pair += tid
     del tid
     inv, pairs = pd.factorize(pair)
