@@ -76,7 +76,8 @@ def test_isolated_matches_brute_force(seed):
 @pytest.mark.parametrize("bucket_rows", [1, 7, 1 << 30])
 def test_thread_union_length_is_each_threads_union_summed(monkeypatch, bucket_rows):
     """Per group: the union on each thread, summed over threads (worked by hand as a set of
-    covered nanoseconds), in one merge or in buckets of pairs merged alone."""
+    covered nanoseconds), in one merge or in spans of time merged alone, of every row or of
+    the rows a mask keeps."""
     from jlprof.engine.aggregate import intervals
 
     monkeypatch.setattr(intervals, "BUCKET_ROWS", bucket_rows)
@@ -91,4 +92,14 @@ def test_thread_union_length_is_each_threads_union_summed(monkeypatch, bucket_ro
         for t in np.unique(thread)
     )
     got = intervals.thread_union_length(group, thread, start, end, 5)
+    assert got.tolist() == want.tolist()
+    # whole columns and a mask of the rows counted: the rows outside it change nothing
+    keep = rng.random(n) < 0.6
+    k = keep
+    want = sum(
+        brute_union(group[k & (thread == t)], start[k & (thread == t)], end[k & (thread == t)], 5)
+        for t in np.unique(thread)
+    )
+    group = np.where(keep, group, rng.integers(-1, 5, n))  # not counted: any group, even none
+    got = intervals.thread_union_length(group, thread, start, end, 5, keep=keep)
     assert got.tolist() == want.tolist()

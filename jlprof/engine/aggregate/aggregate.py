@@ -1302,26 +1302,25 @@ def flat_cpu_ns(
     instances. The summary's All Ops and the op type report total their CPU time so (summing
     each op's instances would count a range and every op nested in it again)."""
     it = np.asarray(inst_iter)
-    # row indices and groups in 32 bits where they fit (the summary's and op type report's
-    # peak: four instance-long columns are held while the union sorts)
-    rows = np.flatnonzero((it >= lo) & (it <= hi)).astype(index_dtype(len(it)))
-    grp = np.asarray(op_group).astype(index_dtype(ngroups))[c.inst["op"].to_numpy()[rows]]
     inst = c.inst
+    # per instance: its group (32 bits) and whether it counts; the union takes its rows
+    # span by span, not as copies of every counted row (the summary's and op type report's
+    # peak: 0.4 GB less at 13.5M instances)
+    grp = np.asarray(op_group).astype(index_dtype(ngroups))[inst["op"].to_numpy()]
+    counted = (it >= lo) & (it <= hi) & (grp >= 0)
     # synthetic (unassociated_*) instances nest in nothing and carry an API call's share
     # as their CPU time, not their interval's length: summed as they are
-    synthetic = inst["synthetic"].to_numpy(bool)[rows]
-    keep = (grp >= 0) & ~synthetic
-    share = (grp >= 0) & synthetic
+    synthetic = inst["synthetic"].to_numpy(bool)
+    share = counted & synthetic
     out = np.bincount(
-        grp[share], weights=inst["cpu_ns"].to_numpy(np.int64)[rows[share]], minlength=ngroups
+        grp[share], weights=inst["cpu_ns"].to_numpy()[share].astype(np.int64), minlength=ngroups
     ).astype(np.int64)
-    rows, grp = rows[keep], grp[keep]
-    del keep, share, synthetic
-    tid = inst["global_tid"].to_numpy()[rows]
-    start = inst["start_ns"].to_numpy(np.int64)[rows]
-    end = inst["end_ns"].to_numpy(np.int64)[rows]
-    del rows  # 8 bytes an instance less while the union sorts
-    return out + intervals.thread_union_length(grp, tid, start, end, ngroups)
+    counted &= ~synthetic
+    del share, synthetic
+    tid = inst["global_tid"].to_numpy()
+    start = inst["start_ns"].to_numpy(np.int64)
+    end = inst["end_ns"].to_numpy(np.int64)
+    return out + intervals.thread_union_length(grp, tid, start, end, ngroups, keep=counted)
 
 
 class _LaneTable:

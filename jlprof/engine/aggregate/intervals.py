@@ -249,39 +249,58 @@ def _time_spans(start: np.ndarray, end: np.ndarray, k: int) -> list[tuple[int, i
 
 
 def thread_union_length(
-    group: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
+    group: np.ndarray,
+    thread: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ngroups: int,
+    keep: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per group: the union of its intervals on each thread, summed over the threads.
 
     The one rule for a total of CPU ranges (docs/reports.md): ranges nested on one thread
     are counted once (flattened, guide §8.5), ranges of different threads or processes (one
-    per GPU) add up (guide ch. 9: totals are summed over the GPUs).
+    per GPU) add up (guide ch. 9: totals are summed over the GPUs). ``keep``: a mask of the
+    rows counted, so that whole columns can be passed: past :data:`BUCKET_ROWS` rows each span
+    of time takes its own rows, and no column is copied for every row.
     """
-    group = np.asarray(group)  # any integer type: the pairs are made in 32 bits where they fit
-    if len(group) == 0:
+    n = len(group) if keep is None else int(np.count_nonzero(keep))
+    if n == 0:
         return np.zeros(ngroups, dtype=np.int64)
+    k = -(-n // BUCKET_ROWS)
+    if k <= 1:
+        rows = np.arange(len(group)) if keep is None else np.flatnonzero(keep)
+        return _pairs_union(group[rows], thread[rows], start[rows], end[rows], ngroups)
+    # by spans of time, each merged alone: the sort's temporaries are a span's; the spans
+    # tile every row's time (a union does not depend on where the spans fall)
+    out = np.zeros(ngroups, np.int64)
+    start = np.asarray(start, np.int64)
+    end = np.asarray(end, np.int64)
+    for a, b in _time_spans(start, end, k):
+        at = (start < b) & (end > a)
+        if keep is not None:
+            at &= keep
+        rows = np.flatnonzero(at)
+        del at
+        s = np.maximum(start[rows], a)
+        e = np.minimum(end[rows], b)  # the pieces in [a, b): the spans' unions add up
+        out += _pairs_union(group[rows], thread[rows], s, e, ngroups)
+        del rows, s, e
+    return out
+
+
+def _pairs_union(
+    group: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray, ngroups: int
+) -> np.ndarray:
+    """:func:`thread_union_length` of rows merged at once."""
     # codes by hashing, not sorting: any numbering of the (group, thread) pairs sums the same
     tid, tcode = pd.factorize(np.asarray(thread))
-    pair = group.astype(index_dtype(ngroups * len(tcode)))
+    pair = np.asarray(group).astype(index_dtype(ngroups * len(tcode)))  # 32 bits where it fits
     pair *= len(tcode)
     pair += tid
     del tid
     inv, pairs = pd.factorize(pair)
     del pair
-    inv = inv.astype(np.int64, copy=False)
-    k = -(-len(inv) // BUCKET_ROWS)
-    if k <= 1:
-        per_pair = union_length(inv, start, end, len(pairs))
-    else:  # by spans of time, each merged alone: the sort's temporaries are a span's
-        per_pair = np.zeros(len(pairs), np.int64)
-        start = np.asarray(start, np.int64)
-        end = np.asarray(end, np.int64)
-        for a, b in _time_spans(start, end, k):
-            rows = np.flatnonzero((start < b) & (end > a))
-            s = np.maximum(start[rows], a)
-            e = np.minimum(end[rows], b)  # the pieces in [a, b): the spans' unions add up
-            per_pair += union_length(inv[rows], s, e, len(pairs))
-            del rows, s, e
-    del inv
+    per_pair = union_length(inv.astype(np.int64, copy=False), start, end, len(pairs))
     pairs = np.asarray(pairs, np.int64)
     return np.bincount(pairs // len(tcode), weights=per_pair, minlength=ngroups).astype(np.int64)
