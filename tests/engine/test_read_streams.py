@@ -146,9 +146,10 @@ def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
     export, portable, spy, reader
 ) -> None:
     """The windowed engine reads the NVTX table alone (``work=False``): its texts (kept as
-    Arrow strings), then its numbers, each as two runs of rowids in two connectorx streams at once, put back in rowid
-    order: the NVTX and mark frames (values, categories and their first-seen order) are the
-    whole read's, whatever reads them, and each run is a stream sized for the whole table."""
+    Arrow strings), then its numbers, each as two runs of rowids in two connectorx streams
+    at once, put back in rowid order: the NVTX and mark frames (values, categories and their
+    first-seen order) are the whole read's, whatever reads them, and each run is a stream
+    sized for the whole table."""
     s = spy(fail_stream_start=reader == "no streams")
     alone = read_trace(export, use_connectorx=reader != "portable", work=False)
     # the range texts stay Arrow strings where connectorx read them (no Python string per
