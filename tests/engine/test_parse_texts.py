@@ -110,3 +110,26 @@ def test_texts_split_in_chunks_parse_as_one_at_a_time(tmp_path, monkeypatch, chu
     _same(["a, seq = 1", None, 3])
     generate(tmp_path / "t.sqlite", 1_000, seed=2, shape="pytorch")
     _same(list(read_trace(tmp_path / "t.sqlite").nvtx["text"].cat.categories))
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_arrow_texts_parse_as_python_strings(tmp_path, monkeypatch, chunk) -> None:
+    """The windowed read's range texts are Arrow strings (``string[pyarrow]`` categories):
+    ``parse_forms`` splits them without a Python string per text, to the forms, codes, seqs
+    and instance numbers the same texts give as Python strings (odd texts, numbered names
+    and texts the vectorised split leaves to the per-text path included)."""
+    import pyarrow as pa
+
+    from jlprof.engine.correlate import emit_nvtx
+    from jlprof.engine.correlate.ops import parse_forms
+
+    monkeypatch.setattr(emit_nvtx, "CHUNK_TEXTS", chunk)
+    generate(tmp_path / "t.sqlite", 1_000, seed=2, shape="pytorch")
+    run = list(read_trace(tmp_path / "t.sqlite").nvtx["text"].cat.categories)
+    texts = list(dict.fromkeys(ODD + run + ["Batch 3", "Batch 4", "Batch #7"]))
+    arrow = pd.Index(pd.arrays.ArrowExtensionArray(pa.array(texts, pa.string())))
+    for mode in MODES:
+        want, got = parse_forms(pd.Index(texts, dtype=object), mode), parse_forms(arrow, mode)
+        pd.testing.assert_frame_equal(got.frame, want.frame, check_exact=True)
+        for field in ("code", "first", "seq", "instance_no"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field))

@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from jlprof.engine.correlate import emit_nvtx, framework_names, pyprof
 from jlprof.engine.correlate.params import shapes_parameters
+from jlprof.engine.read.trace import arrow_strings
 
 _REPEAT = re.compile(r"\(\d+\)$")
 _NUMBERED = re.compile(r"^(?P<base>[A-Za-z][\w.-]*(?: [A-Za-z][\w.-]*)*) #?(?P<no>\d+)$")
@@ -200,15 +201,6 @@ def _strings(texts: np.ndarray) -> pa.Array:
     return arrow
 
 
-def _arrow_strings(texts: pd.Index | np.ndarray | list[str]) -> pa.Array | None:
-    """The Arrow strings behind ``texts`` when it is an Index of them (the windowed read's
-    range texts, ``string[pyarrow]``), else None."""
-    dtype = getattr(texts, "dtype", None)
-    if not isinstance(dtype, pd.ArrowDtype) or not pa.types.is_string(dtype.pyarrow_dtype):
-        return None
-    return pa.array(texts.array)  # its one chunk as it is (combined where more)
-
-
 def _large(texts: pa.Array) -> pa.Array:
     """A slice of Arrow strings as :func:`_strings` gives object texts (large strings)."""
     return texts.cast(pa.large_string())
@@ -217,7 +209,7 @@ def _large(texts: pa.Array) -> pa.Array:
 def parse_forms(texts: pd.Index | np.ndarray | list[str], mode: str | None = None) -> Forms:
     """:func:`parse_texts` by form, forms in order of their first text, without a row per
     text: the range pass's 7.45M distinct texts of a 10M-kernel PyTorch run are 412 forms."""
-    arrow = _arrow_strings(texts)
+    arrow = arrow_strings(texts) if isinstance(texts, pd.Index) else None
     if arrow is not None:  # the windowed read's texts: never a Python string per text
         found = emit_nvtx.skeletons_by_chunk(arrow, _large)
 

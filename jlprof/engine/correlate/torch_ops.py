@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from jlprof.engine.read.narrow import index_dtype
+
 NONE = -1
 
 
@@ -30,7 +32,7 @@ def tops(is_torch: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Per range: its outermost enclosing op-call range in an unbroken chain of them (itself
     when its parent is not one); -1 for ranges that are not op calls (``is_torch``)."""
     n = len(parent)
-    idx = np.int32 if n <= np.iinfo(np.int32).max else np.int64  # 54 MB less at 13.4M ranges
+    idx = index_dtype(n)  # 32 bits where they fit: 54 MB less at 13.4M ranges
     top = np.where(is_torch, np.arange(n, dtype=idx), idx(NONE))
     cur = np.flatnonzero(is_torch)
     while len(cur):
@@ -78,7 +80,7 @@ def range_labels(
         bprop[inner] = True
     n_t = max(len(parsed), 1)
     # (name, type, bprop) as one key, built in place in 32 bits where it fits
-    key = name_src.astype(np.int32 if 2 * n_t * n_t <= np.iinfo(np.int32).max else np.int64)
+    key = name_src.astype(index_dtype(2 * n_t * n_t))
     del name_src
     key *= n_t
     key += type_src

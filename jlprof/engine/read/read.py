@@ -34,6 +34,7 @@ from jlprof.engine.read.trace import (
     NVTX_COLUMNS,
     OSRT_COLUMNS,
     Trace,
+    arrow_strings,
     empty_frame,
 )
 from jlprof.errors import InputError
@@ -602,9 +603,9 @@ def _event_selects(conn: sqlite3.Connection, tabs: set[str]) -> dict[str, _Selec
     return {(_NVTX if q.table == nvtx else q.table): q for q in selects}
 
 
-def _start_event_tables(f: _Fetcher, selects: dict[str, _Select], parts: int = 1) -> bool:
+def _start_event_tables(f: _Fetcher, selects: dict[str, _Select]) -> bool:
     """Start connectorx on every event table at once; False when it cannot stream them."""
-    started = [f.start(q, f.rows_at_most(q.table), parts) for q in selects.values()]
+    started = [f.start(q, f.rows_at_most(q.table)) for q in selects.values()]
     return any(started)
 
 
@@ -865,7 +866,7 @@ def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:
     if not isinstance(cat, pd.Categorical):
         cat = pd.Categorical(np.asarray(values, dtype=object))
     codes = np.asarray(cat.codes)
-    arrow = _arrow_categories(cat)
+    arrow = arrow_strings(cat.categories)
     if (arrow is not None or cat.categories.dtype == object) and not (codes < 0).any():
         return cat  # already so: no new Index to hash
     codes = codes.astype(np.int32)
@@ -874,16 +875,6 @@ def _objcat(values: pd.Series | pd.Categorical) -> pd.Categorical:
     cats = np.asarray(cat.categories, dtype=object)
     codes, cats = _blank_for_missing(codes, cats)
     return pd.Categorical.from_codes(codes, dtype=unique_categories(pd.Index(cats, dtype=object)))
-
-
-def _arrow_categories(cat: pd.Categorical):  # -> pyarrow.Array | None
-    """The Arrow strings of ``cat``'s categories (:func:`_arrow_frame`'s), else None."""
-    dtype = cat.categories.dtype
-    if isinstance(dtype, pd.ArrowDtype):
-        import pyarrow as pa
-
-        return pa.array(cat.categories.array)  # its one chunk: no copy
-    return None
 
 
 def _arrow_categorical(codes: np.ndarray, values) -> pd.Categorical:  # values: pyarrow.Array
@@ -916,7 +907,7 @@ def _nvtx_text(inline: pd.Series, text_id: np.ndarray, strings: StringTable) -> 
     if not has_id.any():
         return cat
     reg = strings.categorical(text_id[has_id])
-    arrow = _arrow_categories(cat)
+    arrow = arrow_strings(cat.categories)
     reg_cats = np.asarray(reg.categories, dtype=object)
     if arrow is not None:  # both in first-seen order, as pd.factorize numbers them
         import pyarrow as pa

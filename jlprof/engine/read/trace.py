@@ -34,7 +34,8 @@ where they enter arithmetic or a report (a report's column stays int64).
     end_global_tid  int64 thread that closed it (-1 when the same / unknown)
     event_type      int32* 59 push/pop, 60 start/end, 70/71 NVTXT
     domain          category domain name ('' = default domain)
-    text            category range text (``textId`` resolved through StringIds)
+    text            category range text (``textId`` resolved through StringIds); read alone by
+                    the windowed engine, its categories are Arrow strings (:func:`arrow_strings`)
 
 ``marks`` (NVTX instant markers, eventType 34): ts_ns, global_tid, domain, text, payload columns
 ``osrt`` (OS runtime calls, for the I/O category): start_ns, end_ns, global_tid, name
@@ -84,6 +85,17 @@ NVTX_COLUMNS = [
 MARK_COLUMNS = ["ts_ns", "global_tid", "domain", "text", "int64_value", "double_value"]
 OSRT_COLUMNS = ["start_ns", "end_ns", "global_tid", "name"]
 GPU_INFO_COLUMNS = ["gpu_id", "cu_device", "name", "sm_count", "compute_major", "compute_minor"]
+
+
+def arrow_strings(index: pd.Index):  # -> pyarrow.Array | None
+    """The Arrow strings behind ``index`` when it holds them (``string[pyarrow]``: the range
+    texts of the windowed engine's read, never a Python string per text), else None."""
+    dtype = index.dtype
+    if not isinstance(dtype, pd.ArrowDtype) or str(dtype.pyarrow_dtype) != "string":
+        return None
+    import pyarrow as pa
+
+    return pa.array(index.array)  # its one chunk as it is (combined where more)
 
 
 def empty_frame(columns: list[str], categorical: tuple[str, ...] = ()) -> pd.DataFrame:
