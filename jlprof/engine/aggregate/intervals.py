@@ -268,8 +268,10 @@ def thread_union_length(
     if n == 0:
         return np.zeros(ngroups, dtype=np.int64)
     k = -(-n // BUCKET_ROWS)
+    if k <= 1 and keep is None:  # every row, merged at once: the columns as they are
+        return _pairs_union(group, thread, start, end, ngroups)
     if k <= 1:
-        rows = np.arange(len(group)) if keep is None else np.flatnonzero(keep)
+        rows = np.flatnonzero(keep)
         return _pairs_union(group[rows], thread[rows], start[rows], end[rows], ngroups)
     # by spans of time, each merged alone: the sort's temporaries are a span's; the spans
     # tile every row's time (a union does not depend on where the spans fall)

@@ -138,11 +138,12 @@ CHUNK_TEXTS = 1 << 20
 
 
 def skeletons_by_chunk(
-    texts: np.ndarray, to_arrow: Callable[[np.ndarray], pa.Array]
+    texts: np.ndarray | pa.Array, to_arrow: Callable[[np.ndarray | pa.Array], pa.Array]
 ) -> tuple[np.ndarray, np.ndarray, list[str], list[str], np.ndarray, np.ndarray]:
-    """:func:`skeletons` of the object array ``texts``, :data:`CHUNK_TEXTS` at a time (each
-    slice made Arrow by ``to_arrow``); the same result as one call: skeletons are numbered
-    in order of their first text across the chunks, as one call numbers them."""
+    """:func:`skeletons` of ``texts`` (an object array, or Arrow strings), :data:`CHUNK_TEXTS`
+    at a time (each slice made Arrow large strings by ``to_arrow``); the same result as one
+    call: skeletons are numbered in order of their first text across the chunks, as one call
+    numbers them."""
     code_of: dict[str, int] = {}
     skel: list[str] = []
     names: list[str] = []
