@@ -41,6 +41,7 @@ from jlprof.background import InThread
 from jlprof.engine.aggregate import intervals
 from jlprof.engine.aggregate.iterations import Iterations
 from jlprof.engine.correlate.correlate import NONE, Correlated
+from jlprof.engine.memory import release_reader_memory
 from jlprof.engine.read.narrow import INT32, index_dtype, narrow
 from jlprof.errors import AnalysisError
 
@@ -415,7 +416,13 @@ def per_iteration(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _merge_parts(parts: list[dict[str, np.ndarray]], dest: np.ndarray) -> dict[str, np.ndarray]:
     """The parts' columns in one, part rows ``at..`` put at ``dest[at..]`` (no concatenated
-    copy): int32 where every part's column with rows is (all its values fit), else int64."""
+    copy): int32 where every part's column with rows is (all its values fit), else int64.
+
+    Each column's parts are given back to the system once merged: they are hundreds of
+    small blocks between the windows' freed temporaries, so a merged column (one block of
+    every row) never fits in what they leave and the C heap would only grow (the cube's
+    group frame at a 10M-kernel PyTorch run: 8M rows, +0.3 GB of free heap held at its
+    peak, docs/windowed-engine.md)."""
     merged: dict[str, np.ndarray] = {}
     for name in list(parts[0]):
         have = [p[name] for p in parts if len(p[name])]
@@ -426,6 +433,8 @@ def _merge_parts(parts: list[dict[str, np.ndarray]], dest: np.ndarray) -> dict[s
             v = p.pop(name)
             col[dest[at : at + len(v)]] = v
             at += len(v)
+        v = None  # the last part's too, before the trim
+        release_reader_memory()
     return merged
 
 
@@ -1654,18 +1663,34 @@ class _Layout:
 
 
 def _group_codes(frame: pd.DataFrame, level: str | list[str]) -> tuple[np.ndarray, pd.Index]:
-    """Integer code per row, ordered as the sorted group labels, and those labels."""
+    """Integer code per row, ordered as the sorted group labels, and those labels. The codes
+    are int32 where the labels' combinations fit (the cube's 8M-row group frame at a 10M-kernel
+    PyTorch run: 33 MB, where int64 codes and a hashed factorize took ~0.26 GB at once)."""
     idx = frame.index
     names = [level] if isinstance(level, str) else list(level)
     if isinstance(idx, pd.MultiIndex):
         # the levels of a MultiIndex built from arrays are sorted: their codes order the labels
         pos = [idx.names.index(n) for n in names]
         sizes = [len(idx.levels[i]) for i in pos]
-        if int(np.prod(sizes, dtype=np.float64)) < 2**40:
-            comp = np.zeros(len(idx), dtype=np.int64)
-            for i, size in zip(pos, sizes, strict=True):
-                comp = comp * size + np.asarray(idx.codes[i], dtype=np.int64)
-            uniq, codes = _sorted_factorize(comp)
+        total = int(np.prod(sizes, dtype=np.float64))
+        level_codes = [np.asarray(idx.codes[i]) for i in pos]
+        if total < 2**40 and all(len(c) == 0 or int(c.min()) >= 0 for c in level_codes):
+            comp = np.zeros(len(idx), dtype=index_dtype(total))
+            for c, size in zip(level_codes, sizes, strict=True):
+                comp *= size
+                comp += c
+            del level_codes
+            if total <= max(DENSE_SLOTS_PER_ROW * len(comp), DENSE_MIN_SLOTS):
+                seen = np.zeros(total, bool)  # a table over every combination: no hashing
+                seen[comp] = True
+                uniq = np.flatnonzero(seen)
+                del seen
+                rank = np.zeros(total, index_dtype(len(uniq)))
+                rank[uniq] = np.arange(len(uniq))
+                codes = rank[comp]
+                del rank, comp
+            else:
+                uniq, codes = _sorted_factorize(comp)
             labels = []
             rest = uniq
             for i, size in reversed(list(zip(pos, sizes, strict=True))):
@@ -1678,15 +1703,29 @@ def _group_codes(frame: pd.DataFrame, level: str | list[str]) -> tuple[np.ndarra
     return np.asarray(codes, dtype=np.int64), groups
 
 
+def _index_iterations(index: pd.Index) -> np.ndarray:
+    """The index's iteration of each row, int32 where the iterations fit (no int64 copy of a
+    MultiIndex level: its values taken by its codes)."""
+    if isinstance(index, pd.MultiIndex):
+        k = index.names.index("iteration")
+        codes = np.asarray(index.codes[k])
+        if len(codes) == 0 or int(codes.min()) >= 0:
+            return narrow(index.levels[k].to_numpy(np.int64))[codes]
+    return np.asarray(index.get_level_values("iteration"), dtype=np.int64)
+
+
 def _group_order(
     frame: pd.DataFrame, level: str | list[str]
 ) -> tuple[pd.Index, np.ndarray, int, int, np.ndarray | None]:
     """(groups, sorted key, span, it0, row order or None when already in that order)."""
-    it = np.asarray(frame.index.get_level_values("iteration"), dtype=np.int64)
+    it = _index_iterations(frame.index)
     codes, groups = _group_codes(frame, level)
     it0 = int(it.min()) if len(it) else 0
     span = int(it.max()) - it0 + 1 if len(it) else 1
-    key = _narrow_key(codes * span + (it - it0), len(groups), span)
+    # the key built in its final type (int32 when every key fits): no int64 temporaries
+    key = codes.astype(index_dtype(len(groups) * span))
+    key *= span
+    np.add(key, it - it0, out=key, casting="unsafe")  # values fit: each key < groups * span
     if len(key) < 2 or bool(np.all(key[1:] >= key[:-1])):
         return groups, key, span, it0, None
     if bool(np.all(it[1:] >= it[:-1])) and len(groups) < 2**15:
