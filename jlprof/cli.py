@@ -279,9 +279,11 @@ def _analysis_options(args: argparse.Namespace, bar: StageProgress) -> dict:
 #: peak, and besides the events (BENCHMARKS.md, 2026-11-26: 3.55 GB for k10m's 27M events)
 WHOLE_BYTES_PER_EVENT = 120
 WHOLE_BYTES_BASE = 200 << 20
-#: the same for the windowed path, which still grows with the trace (BENCHMARKS.md,
-#: 2026-11-27 10:23 UTC: 1.25 GiB for k10m's 27.6M events, 2.32 GiB for k20m's 55M)
-WINDOWED_BYTES_PER_EVENT = 42
+#: the same for the windowed path, which still grows with the trace: the PyTorch shape's
+#: (a range per call: the heavier), 2111 MiB for p10m's 33.6M events and 4060 MiB for
+#: p20m's 67.1M (BENCHMARKS.md, 2026-11-29 20:20-20:33 UTC); the default shape holds less
+#: (1.25 GiB for k10m's 27.6M events, 2026-11-27), so the warning comes early, not late
+WINDOWED_BYTES_PER_EVENT = 61
 WINDOWED_BYTES_BASE = 190 << 20
 
 
