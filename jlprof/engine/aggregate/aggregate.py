@@ -1007,9 +1007,12 @@ DENSE_SLOTS_PER_ROW = 4
 DENSE_MIN_SLOTS = 1 << 20
 
 
-def _codes(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, Callable]:
+def _codes(
+    key: np.ndarray, size: int, inverse_type: type = np.int64
+) -> tuple[np.ndarray, np.ndarray, Callable]:
     """np.unique(key, return_inverse=True) of keys in ``0..size-1``, and a lookup giving
-    other keys' positions among the uniques (-1: absent).
+    other keys' positions among the uniques (-1: absent); the inverse as ``inverse_type``
+    (int32 where the caller knows the positions fit: 4 bytes a row less).
 
     A table over the whole range when it is small next to the rows (a window's
     (path, iteration) keys are): counting and gathers, no hashing, sorting or binary search.
@@ -1019,10 +1022,11 @@ def _codes(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, Callable
         seen[key] = True
         uniq = np.flatnonzero(seen)
         del seen
-        pos = np.full(size, -1, np.int64)
+        pos = np.full(size, -1, inverse_type)
         pos[uniq] = np.arange(len(uniq))
         return uniq, pos[key], pos.__getitem__
     uniq, inv = _sorted_factorize(key)
+    inv = inv.astype(inverse_type, copy=False)
 
     def lookup(v: np.ndarray) -> np.ndarray:
         at = np.minimum(np.searchsorted(uniq, v), max(len(uniq) - 1, 0))
@@ -1680,17 +1684,8 @@ def _group_codes(frame: pd.DataFrame, level: str | list[str]) -> tuple[np.ndarra
                 comp *= size
                 comp += c
             del level_codes
-            if total <= max(DENSE_SLOTS_PER_ROW * len(comp), DENSE_MIN_SLOTS):
-                seen = np.zeros(total, bool)  # a table over every combination: no hashing
-                seen[comp] = True
-                uniq = np.flatnonzero(seen)
-                del seen
-                rank = np.zeros(total, index_dtype(len(uniq)))
-                rank[uniq] = np.arange(len(uniq))
-                codes = rank[comp]
-                del rank, comp
-            else:
-                uniq, codes = _sorted_factorize(comp)
+            uniq, codes, _ = _codes(comp, total, index_dtype(len(comp)))
+            del comp
             labels = []
             rest = uniq
             for i, size in reversed(list(zip(pos, sizes, strict=True))):
@@ -1722,7 +1717,8 @@ def _group_order(
     codes, groups = _group_codes(frame, level)
     it0 = int(it.min()) if len(it) else 0
     span = int(it.max()) - it0 + 1 if len(it) else 1
-    # the key built in its final type (int32 when every key fits): no int64 temporaries
+    # the key built in its final type (int32 when every key fits): no int64 temporaries; a
+    # copy (not _narrow_key's, which may be ``codes`` itself): codes are read again below
     key = codes.astype(index_dtype(len(groups) * span))
     key *= span
     np.add(key, it - it0, out=key, casting="unsafe")  # values fit: each key < groups * span
