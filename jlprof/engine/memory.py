@@ -118,6 +118,14 @@ def release_reader_memory(slack: int = 0) -> None:
         free = free_heap_bytes() if slack else None
         if free is None or free > slack:
             libc.malloc_trim(0)
+    release_arrow_memory()
+
+
+def release_arrow_memory() -> None:
+    """Give back the pages Arrow's pool (mimalloc) keeps of freed buffers, which only Arrow
+    would reuse: where a reader frees an Arrow-backed column once it is copied, and the
+    copies would otherwise stack on what the pool keeps (the NVTX table's split at 13.4M
+    ranges: 1.1 GB kept until the read's end)."""
     pa = sys.modules.get("pyarrow")
     if pa is not None:
         pa.default_memory_pool().release_unused()

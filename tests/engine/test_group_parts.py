@@ -127,3 +127,23 @@ def test_work_launched_before_an_earlier_horizon_is_refused(tmp_path):
     wrong = [dataclasses.replace(w, horizon_ns=big) for w in s.windows]
     with pytest.raises(GroupPartsInexact, match="horizon"):
         windowed_group_iter(s, wrong)
+
+
+def test_what_only_the_windows_read_goes_and_the_frame_is_made_once(tmp_path):
+    """Once the windows are in, the ranges' paths and pairs go; once the frame is made, the
+    windows' parts go too (they were held through every report after the cube's frame), and
+    a second frame is refused rather than made from nothing."""
+    s = stream(odd_export(tmp_path / "odd.sqlite"), "step", 1, "calls")
+    gp = parts_of(s)
+    for w in s.windows:
+        gp.add(w, s.wp.gpu_names)
+    assert len(gp.parts) and len(gp.range_path) and len(gp.range_pairs)
+    gp.finish()
+    assert gp.range_path is None and gp.range_pairs is None
+    it = s.one.iterations
+    c = dataclasses.replace(s.c, gpu=s.c.gpu.iloc[:0])
+    inst_iter = it.of(s.c.inst["start_ns"].to_numpy(np.int64))
+    pd.testing.assert_frame_equal(gp.group_iter(c, s.m, it, inst_iter), s.one.cube.group_iter)
+    assert gp.parts is None
+    with pytest.raises(AssertionError, match="once"):
+        gp.group_iter(c, s.m, it, inst_iter)

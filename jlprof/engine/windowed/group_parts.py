@@ -238,9 +238,12 @@ class GroupParts:
         return _in_sorted(pairs[lo:hi], (it * n + path).astype(pairs.dtype))
 
     def finish(self) -> GroupParts:
-        """Compute the iterations still open (after the last window)."""
+        """Compute the iterations still open (after the last window), and let go what only
+        the windows read: each range's path and the ranges' (iteration, path) pairs (81 MB
+        at 13.4M ranges, held through the cube and every report before)."""
         self._complete(self.n_it)
         self.finished = True
+        self.range_path = self.range_pairs = None  # type: ignore[assignment]
         return self
 
     def _complete(self, upto: int) -> None:
@@ -315,18 +318,25 @@ class GroupParts:
         if not np.array_equal(np.unique(dst), np.unique(final[self.dst])):
             raise GroupPartsInexact("the group nodes are not the range pass's")
         kt = index_dtype(len(c.paths) * self.n_it)
-        if not self.parts:
+        # the windows' parts are taken, not copied: they went on through every report after
+        # the cube's group frame (91 MB at 10M kernels); a second call has none to read
+        assert self.parts is not None, "figures() once: the windows' parts are taken"
+        cols = [list(col) for col in zip(*self.parts, strict=True)]
+        self.parts = None  # type: ignore[assignment]
+        if not cols:
             z = np.zeros(0, kt)
             return z, z.astype(np.int64), z.astype(np.int64)
         # a column at a time: the key mapped and its order found, then each column taken
         # in that order (no second copy of all of them at once)
-        key = np.concatenate([p[0] for p in self.parts]).astype(np.int64)
+        key = np.concatenate(cols[0]).astype(np.int64)
+        cols[0] = []
         key = (final[key // self.n_it] * self.n_it + key % self.n_it).astype(kt)
         order = np.argsort(key, kind="stable")
         key = key[order]
         out = [key]
         for j in (1, 2):
-            col = np.concatenate([p[j] for p in self.parts])
+            col = np.concatenate(cols[j])
+            cols[j] = []
             out.append(col[order])
             del col
         return out[0], out[1], out[2]
