@@ -23,6 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
+import jlprof.process  # noqa: F401 - first: sets how Arrow's pool frees before it loads
 from jlprof.background import InThread
 from jlprof.console import StageProgress
 from jlprof.distributed import several
