@@ -9,8 +9,9 @@ kernel frees while it grows (a hash table's old slots, a builder's old buffers) 
 resident beside the new ones: at the 13.4M range texts of a 10M-kernel PyTorch run, the
 read's text encoding peaked at 2002 MiB with no delay and 2061-2265 MiB with it (in two of
 three runs the higher). mimalloc reads the delay from the environment when Arrow's library
-loads, so it is set around that load and taken out again: the programs the command starts
-(``jlprof ncu``'s) get the environment as it was.
+loads, so it is set around that load (unless the environment gives one: that one is kept) and
+taken out again: the programs the command starts (``jlprof ncu``'s) get the environment as it
+was.
 """
 
 from __future__ import annotations
