@@ -376,17 +376,16 @@ def _arrow_frame(tbl, names: list[str], arrow_text: bool = False) -> pd.DataFram
     import pyarrow.compute as pc
 
     kinds = (pa.types.is_string, pa.types.is_large_string)
-    pool = pa.default_memory_pool()
     cols: list = []  # by position: the table's own names may repeat
     while tbl.num_columns:
         if not any(k(tbl.schema.field(0).type) for k in kinds):
             cols.append(tbl.column(0).to_pandas(self_destruct=True))
             tbl = tbl.remove_column(0)
-            pool.release_unused()  # mimalloc keeps freed pages for Arrow alone: give them back
+            release_arrow_memory()  # mimalloc keeps freed pages for Arrow alone: give them back
             continue
         enc = pc.dictionary_encode(tbl.column(0))
         tbl = tbl.remove_column(0)  # the strings go: the dictionary holds each once
-        pool.release_unused()
+        release_arrow_memory()
         if not _one_dictionary(enc):  # Arrow gives its chunks one: unify only if not
             enc = enc.unify_dictionaries()  # (+1.4 GB for a moment at 7.45M texts)
         index_type = enc.type.index_type
@@ -400,7 +399,7 @@ def _arrow_frame(tbl, names: list[str], arrow_text: bool = False) -> pd.DataFram
         else:
             values = dictionary.to_numpy(zero_copy_only=False).astype(object, copy=False)
             del dictionary
-            pool.release_unused()
+            release_arrow_memory()
             cats = unique_categories(pd.Index(values, dtype=object))
         cols.append(pd.Categorical.from_codes(codes, dtype=cats))
     return pd.DataFrame(dict(zip(names, cols, strict=True)), copy=False)
