@@ -458,3 +458,35 @@ def test_the_windowed_iteration_files_are_bursty_and_the_streamed_ones_not(
     seen.clear()
     writers.write_reports(prof, tmp_path / "s", ["iteration"], ["csv", "json"], False)
     assert seen == {".csv": False, ".json": False}
+
+
+@pytest.mark.parametrize("where", ["caller", "write"])
+def test_a_failed_windowed_iteration_report_leaves_none_of_it(prof, tmp_path, monkeypatch, where):
+    """The windows fail (the caller, after a part was written) or a part cannot be written:
+    the error reaches the caller, naming the file and the fix for a full disk, and no file
+    nor partial one is left."""
+    from jlprof.reports import tables, writers
+
+    lo, hi = prof.range_of(None, None)
+    parts = list(tables.iteration_parts(prof, lo, hi))
+    real = writers.write_frames
+
+    def broken(streams, part):
+        real(streams, part)
+        raise OSError(28, "No space left on device")
+
+    if where == "write":
+        monkeypatch.setattr(writers, "write_frames", broken)
+    expected = (
+        (OutputError, "no space left on the device")
+        if where == "write"
+        else (RuntimeError, "a window failed")
+    )
+    files = writers.iteration_files(tmp_path, "p", ["csv", "json"], False)
+    with pytest.raises(expected[0], match=expected[1]), files as (write, _):
+        write(parts[0])
+        if where == "caller":
+            raise RuntimeError("a window failed")
+        for part in parts[1:]:
+            write(part)
+    assert not list(tmp_path.iterdir())
