@@ -396,6 +396,7 @@ def _load_windowed(
     def files():
         return iteration_files(out, args.profile_name, formats, args.force)
 
+    started = len(dldb)
     try:
         return load_windowed(
             db,
@@ -404,6 +405,11 @@ def _load_windowed(
             on_run=lambda run: _start_windowed_dldb(run, db, out, args, say, dldb),
         )
     except Unsuitable as why:
+        # a window found it (CarryBroken, GroupPartsInexact): the database begun beside the
+        # windows goes (its temporary file with it), or the whole path's would wait behind it
+        for job in dldb[started:]:
+            job.cancel()
+        del dldb[started:]
         say(f"reading the whole trace: {why}", "detailed")
         return None
 

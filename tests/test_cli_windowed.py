@@ -192,6 +192,55 @@ def test_ranges_named_like_unassociated_work_read_the_whole_trace(tmp_path, caps
         assert (win / name).read_bytes() == (whole / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("broken", ["carry", "group parts"])
+def test_a_window_that_needs_the_whole_trace_leaves_no_database_behind(
+    tmp_path, monkeypatch, capsys, broken
+):
+    """A window can find that windows cannot be exact (``CarryBroken``: work before an
+    earlier window's horizon; ``GroupPartsInexact``) after DLProf's database was begun beside
+    the windows. The command says so, reads the whole trace and writes the whole run's files,
+    that database included, and ends: the abandoned database's writer once kept it waiting
+    for ever."""
+    import threading
+
+    from jlprof.engine.windowed import cube_parts, windowed
+    from jlprof.engine.windowed.group_parts import GroupPartsInexact
+
+    db = small_training_export(tmp_path / "loop.sqlite", steps=7)
+    whole, win = tmp_path / "whole", tmp_path / "win"
+    _run(db, "optimizer_step", whole, "false")
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", 3)
+    cls, exc = (
+        (windowed.WorkPass, windowed.CarryBroken("work before the horizon"))
+        if broken == "carry"
+        else (cube_parts.CubeParts, GroupPartsInexact("a pair the windows miss"))
+    )
+    seen = []
+
+    def add(self, *a, orig=cls.add):
+        seen.append(1)
+        if len(seen) == 2:  # the second window: the database's writer has begun
+            raise exc
+        return orig(self, *a)
+
+    monkeypatch.setattr(cls, "add", add)
+    capsys.readouterr()
+    done = []
+    run = threading.Thread(
+        target=lambda: done.append(_run(db, "optimizer_step", win, "true", ("-v", "detailed"))),
+        daemon=True,
+    )
+    run.start()
+    run.join(120)
+    assert done, "the command did not end"
+    assert f"reading the whole trace: {exc}" in capsys.readouterr().err
+    names = sorted(p.name for p in whole.iterdir())
+    assert "dlprof_dldb.sqlite" in names
+    assert names == sorted(p.name for p in win.iterdir())  # no temporary file left
+    for name in names:
+        assert (win / name).read_bytes() == (whole / name).read_bytes(), name
+
+
 def test_analyses_beyond_dlprof_read_the_whole_trace(tmp_path, capsys):
     """jlprof's own analyses read every row or iteration: with them the run reads the whole
     trace, says so, and writes what the whole run writes."""
