@@ -387,8 +387,9 @@ def _load_windowed(
     iteration: bool,
 ):
     """The profile of ``db`` by the windowed engine, the iteration report written as its
-    windows are read and DLProf's database beside them (a job in ``dldb``); None when the
-    export needs the whole-trace path (said why; no job started)."""
+    windows are read and DLProf's database beside them (a job in ``dldb``, begun as soon as
+    the small frames are read); None when the export needs the whole-trace path (said why;
+    the job begun, if any, cancelled and taken out of ``dldb``)."""
     from jlprof.engine.windowed.windowed_run import Unsuitable
     from jlprof.profile import load_windowed
     from jlprof.reports.writers import iteration_files
@@ -397,16 +398,27 @@ def _load_windowed(
         return iteration_files(out, args.profile_name, formats, args.force)
 
     started = len(dldb)
+    sinks: list = []  # DLProf's database, begun as soon as the small frames are read
+
+    def read(small) -> None:
+        sinks.extend(_start_windowed_dldb(small, db, out, args, say, dldb))
+
+    def planned(run) -> list:
+        for sink in sinks:
+            sink.planned(run)
+        return sinks
+
     try:
         return load_windowed(
             db,
             **_analysis_options(args, bar),
             iteration_files=files if iteration else None,
-            on_run=lambda run: _start_windowed_dldb(run, db, out, args, say, dldb),
+            on_read=read,
+            on_run=planned,
         )
     except Unsuitable as why:
-        # a window found it (CarryBroken, GroupPartsInexact): the database begun beside the
-        # windows goes (its temporary file with it), or the whole path's would wait behind it
+        # the database begun beside the run goes (its temporary file with it), or the whole
+        # path's would wait behind it
         for job in dldb[started:]:
             job.cancel()
         del dldb[started:]
@@ -415,16 +427,17 @@ def _load_windowed(
 
 
 def _start_windowed_dldb(
-    run, source: Path, out: Path, args: argparse.Namespace, say: _Say, jobs: list
+    small, source: Path, out: Path, args: argparse.Namespace, say: _Say, jobs: list
 ) -> list:
-    """:func:`_start_dldb` for the windowed engine: the database written from the windows'
-    frames in a thread (``WindowsDldb``, its job added to ``jobs``); the windows' sinks."""
+    """:func:`_start_dldb` for the windowed engine: the database written from the trace's
+    small frames (``small``, at once) and the windows' frames in a thread (``WindowsDldb``,
+    its job added to ``jobs``); the windows' sinks."""
     target = _dldb_target(source, out, args, say)
     if target is None:
         return []
     from jlprof.engine.windowed.windowed_run import WindowsDldb
 
-    sink = WindowsDldb(run, target)
+    sink = WindowsDldb(small, target)
     jobs.append(sink.job)
     return [sink]
 

@@ -301,6 +301,7 @@ def load_windowed(
     use_connectorx: bool | None = None,
     iteration_files: Callable[[], Any] | None = None,
     calls_per_window: int | None = None,
+    on_read: Callable[[Any], Any] | None = None,
     on_run: Callable[[Any], Any] | None = None,
 ) -> Profile:
     """:func:`load` for an nsys SQLite export too big to hold: the API calls and GPU work are
@@ -308,7 +309,9 @@ def load_windowed(
     are kept, so memory does not grow with the trace's rows. ``iteration_files``: a context
     manager factory (:func:`jlprof.reports.writers.iteration_files`) into which the iteration
     report, which needs every GPU row, is written window by window; the returned profile
-    then has it in ``written_early``. ``on_run`` is called with the
+    then has it in ``written_early``. ``on_read`` is called with the trace's frames but the
+    API calls and GPU work as soon as they are read (the run then lets go its NVTX frame
+    once its range pass is done). ``on_run`` is called with the
     :class:`~jlprof.engine.windowed.windowed_run.WindowedRun` once it is planned, before its
     windows, and returns the sinks each window is given to (``put(k, window)``, then ``done()``).
     The profile's reports equal :func:`load`'s; it has no per-row frames (no dashboard
@@ -334,6 +337,7 @@ def load_windowed(
         calls_per_window=calls_per_window or WINDOW_CALLS,
         use_connectorx=use_connectorx,
         progress=progress,
+        on_read=on_read,
     )
     lo, hi = check_range(run.iterations.count, iter_start, iter_stop)
     parts = run.start_parts(lo, hi)  # the cube's GPU figures, summed as the windows come

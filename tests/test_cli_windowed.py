@@ -333,12 +333,18 @@ def test_the_database_from_windows_is_the_whole_reads(tmp_path, calls):
     from jlprof.engine.windowed.windows import plan_windows
 
     (db,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
-    run = WindowedRun(db, mode="simple")
+    sinks = []
+    run = WindowedRun(
+        db,
+        mode="simple",
+        on_read=lambda small: sinks.append(WindowsDldb(small, tmp_path / "win.sqlite")),
+    )
     # windows of ``calls`` calls (not whole iterations: this export stores a launching call
     # late, which windows of whole iterations refuse), so GPU rows interleave between them
     run.plan = plan_windows(db, calls)
     run.work = WorkPass(run.ranges)
-    sink = WindowsDldb(run, tmp_path / "win.sqlite")
+    (sink,) = sinks
+    sink.planned(run)
     held = []
     for k, (win, _res) in enumerate(run.windows()):
         sink.put(k, win)

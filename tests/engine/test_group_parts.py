@@ -21,7 +21,7 @@ def parts_of(s: Streamed) -> GroupParts:
     """A :class:`GroupParts` made from the range pass alone, as the windowed run has it."""
     c1 = s.one.correlated
     ranges = range_pass(c1.nvtx, None)
-    rc = ranges_correlated(c1.trace, c1.nvtx, ranges)
+    rc = ranges_correlated(c1.trace, ranges)
     return GroupParts(
         rc.paths,
         rc.inst["path"].to_numpy(),

@@ -200,7 +200,7 @@ def windowed_analysis(trace, key, calls: int, lo: int | None = None, hi: int | N
     one = Analysis(trace, key_node=key, iter_start=lo, iter_stop=hi, range_only=True)
     c, it = one.correlated, one.iterations
     ranges = range_pass(c.nvtx, None)
-    c_r = ranges_correlated(trace, c.nvtx, ranges)
+    c_r = ranges_correlated(trace, ranges)
     wp = WorkPass(ranges, iterations=it)
     parts = CubeParts(
         it,

@@ -115,36 +115,48 @@ def test_what_the_run_lets_go_early_comes_back_whole(tmp_path) -> None:
     r = WindowedRun(db, key_node=KEY_NODE, mode="simple", calls_per_window=1000)
     assert r.ranges.label is None and r.ranges.global_tid is None and r.plan.window is None
     assert (r.ranges.lanes.lane < 0).any()  # the hand-off range: its thread kept aside
-    texts = r.small.nvtx["text"].cat.categories
-    assert len(texts)
-    for _ in r.windows():
-        pass
-    # the NVTX rows went with the first window, and their texts with them (a PyTorch run
-    # has one per call): the frame keeps its columns and kinds, not its categories
+    # the NVTX rows went before the plan, and their texts with them (a PyTorch run has one
+    # per call): the frame keeps its columns and kinds, not its categories
     nvtx = r.small.nvtx
     assert nvtx.empty and list(nvtx.columns) == list(read_trace(db).nvtx.columns)
     assert len(nvtx["text"].cat.categories) == 0 and len(nvtx["domain"].cat.categories) == 0
+    for _ in r.windows():
+        pass
     _trace, c, _m = r.finish()
     assert c.ops.equals(whole.ops)
     pd.testing.assert_frame_equal(c.inst, whole.inst)
 
 
-def test_the_range_texts_go_with_the_first_window_not_after_the_last(tmp_path) -> None:
-    """Once the windows start, nothing of the run holds the NVTX texts' categories (at a
-    10M-kernel PyTorch run: every distinct text, 0.36 GB of Arrow strings, which a local of
-    the window loop once kept until the last window)."""
+def test_the_range_texts_go_once_the_range_pass_is_done(tmp_path, monkeypatch) -> None:
+    """From finding the iterations on, nothing of the run holds the NVTX frame or its texts'
+    categories (at a 10M-kernel PyTorch run: every distinct text, 0.36 GB of Arrow strings,
+    which the run once held through its launch plan and, by a local of the window loop, to
+    the last window); ``on_read`` is given them first (DLProf's database writes them from
+    there)."""
     import gc
     import weakref
 
+    from jlprof.engine.windowed import windowed_run
     from tests.fixtures.scenarios import KEY_NODE, rich_db
 
     db = rich_db().write(tmp_path / "rich.sqlite")
-    r = WindowedRun(db, key_node=KEY_NODE, mode="simple", calls_per_window=1000)
-    texts = weakref.ref(r.small.nvtx["text"].cat.categories)
-    assert texts() is not None and len(texts())
-    loop = r.windows()
-    next(loop)
-    gc.collect()
-    assert texts() is None
-    for _ in loop:
+    got, alive = [], []
+
+    def find(*a, real=windowed_run.find_iterations, **k):
+        gc.collect()
+        alive.append(got[0]() is not None)
+        return real(*a, **k)
+
+    monkeypatch.setattr(windowed_run, "find_iterations", find)
+    r = WindowedRun(
+        db,
+        key_node=KEY_NODE,
+        mode="simple",
+        calls_per_window=1000,
+        on_read=lambda small: got.append(weakref.ref(small.nvtx["text"].cat.categories)),
+    )
+    assert len(got) == 1 and alive == [False]
+    for _ in r.windows():
         pass
+    _trace, c, _m = r.finish()
+    assert len(c.inst)

@@ -65,7 +65,11 @@ class WindowedRun:
         calls_per_window: int = WINDOW_CALLS,
         use_connectorx: bool | None = None,
         progress: Callable[[str], None] | None = None,
+        on_read: Callable[[Trace], None] | None = None,
     ) -> None:
+        """``on_read`` is given the trace's small frames as soon as they are read (DLProf's
+        database starts writing them then, :class:`WindowsDldb`): the run lets its NVTX frame
+        go once its range pass is done."""
         from jlprof.engine.read.nvprof import is_nvprof
         from jlprof.engine.windowed.windows import Misplaced, plan_windows
 
@@ -74,13 +78,22 @@ class WindowedRun:
         if is_nvprof(self.path):
             raise Unsuitable("an nvprof database is read whole (jlprof.engine.read.nvprof)")
         self.small = read_trace(self.path, use_connectorx=use_connectorx, work=False)
-        self.nv = nv = in_domains(self.small.nvtx, domains)
+        if on_read is not None:
+            on_read(self.small)
+        nv = in_domains(self.small.nvtx, domains)
         say("nesting NVTX ranges")
         self.ranges = range_pass(nv, mode)
         # the profile's mode (the iteration report written by windows shows its columns)
         self.mode = effective_mode(mode, self.ranges.markers)
+        # what the windows and the assembly still read of the NVTX frame; the frame itself
+        # goes now (~0.7 GB at a 10M-kernel PyTorch run, every distinct text among it) but for
+        # its columns and kinds (the ranges' times are the range pass's)
+        self.event_type = smallest(nv["event_type"].to_numpy())  # the instances' (finish)
+        self._n_ranges = len(self.small.nvtx)
+        del nv
+        self.small.nvtx = _without_categories(self.small.nvtx)
         say("finding iterations")
-        c_r = ranges_correlated(self.small, nv, self.ranges)
+        c_r = ranges_correlated(self.small, self.ranges)
         try:
             self.key_node = resolve_key_node(c_r, key_node)
         except AnalysisError:
@@ -103,7 +116,6 @@ class WindowedRun:
         self.work = WorkPass(self.ranges, self.iterations)
         self.parts: CubeParts | None = None  # start_parts: before the windows
         self.small.warnings = self._warnings()
-        self.event_type = smallest(nv["event_type"].to_numpy())  # the instances' (finish)
         self._odd_tids = self._trim()
 
     def _trim(self) -> tuple[np.ndarray, np.ndarray]:
@@ -168,13 +180,6 @@ class WindowedRun:
         from jlprof.engine.windowed.windows import WindowReader
 
         plan = self.plan
-        # the NVTX frame's columns but the ranges' times (held by the range pass) are not
-        # read again: let them go now (a database writer took its own reference); an empty
-        # copy, not a view that would hold every column (~0.3 GB at 7.5M ranges), and with
-        # no categories: they would hold every distinct text (0.7 GB at a 10M-kernel
-        # PyTorch run, a text per call)
-        self.nv = None  # type: ignore[assignment]
-        self.small.nvtx = _without_categories(self.small.nvtx)
         # no GPU row of a later window starts before its earliest call (GPU work never starts
         # before its launch; the work pass checks it as the windows come)
         later = np.append(np.minimum.accumulate(plan.window_start_ns[::-1])[::-1][1:], BIG)
@@ -231,13 +236,13 @@ class WindowedRun:
         conn.close()
         plan = self.plan
         names = plan.api_template["name"].cat.categories
-        return trace_warnings(tabs, plan.n_gpu, len(self.small.nvtx), plan.n_api, names)
+        return trace_warnings(tabs, plan.n_gpu, self._n_ranges, plan.n_api, names)
 
     def finish(self) -> tuple[Trace, Correlated, InstanceMetrics]:
         """The trace's small frames (its API and GPU frames empty) and the assembled
         correlation, once every window is in. What only the windows needed is let go here
         (the range lookups, the running sums: ~0.7 GB at 10M kernels; the NVTX frame went
-        with the first window), before
+        before the range pass), before
         the cube is built: the CLI's reports read none of it."""
         work, self.work = self.work, None
         work.ranges.global_tid = self._range_tids(work.ranges)
@@ -262,17 +267,25 @@ class WindowsDldb:
     order); the GPU parts in the whole read's row order: a window's GPU rows may interleave
     with a later window's (work of two streams), so the rows at or past the first GPU row of
     any later window wait in a small reorder buffer (none on one stream). The small frames
-    are written first, so the NVTX frame need not outlive the windows.
+    are written first, as soon as they are read (spooled: their turn comes after the GPU and
+    API rows), so the run need not hold the NVTX frame past its range pass.
     """
 
-    def __init__(self, run: WindowedRun, target: Path, flag: str = "--output_path") -> None:
+    def __init__(self, small: Trace, target: Path, flag: str = "--output_path") -> None:
+        """Starts writing ``small``'s frames (``WindowedRun``'s ``on_read``): the run need not
+        hold its NVTX frame for the database; :meth:`planned` follows, then the windows."""
         from jlprof.background import Fed
 
-        plan, small = run.plan, run.small
         self.target, self.flag = target, flag
-        self.meta = {"meta": small.meta, "source": small.source, "warnings": small.warnings}
+        self.meta = {"meta": small.meta, "source": small.source}
         self.frames = {n: getattr(small, n) for n in ("nvtx", "marks", "osrt", "gpus")}
-        self.templates = {"gpu": plan.gpu_template, "api": plan.api_template}
+        self.feed = Fed(self._write, "jlprof-dldb", depth=2)
+        self.job = self.feed.job
+
+    def planned(self, run: WindowedRun) -> None:
+        """The run's launch plan: the frames' kinds, the trace's warnings, the GPU rows' order."""
+        plan = run.plan
+        self.feed.put(("plan", (plan.gpu_template, plan.api_template, run.small.warnings)))
         n, k = plan.n_gpu, plan.n_windows
         first = np.full(k + 1, n, np.int64)  # each window's first GPU row (none: n)
         has = plan.gpu_bounds[1:] > plan.gpu_bounds[:-1]
@@ -281,8 +294,6 @@ class WindowsDldb:
         self.horizon = np.minimum.accumulate(first[::-1])[::-1][1:]
         self.rows = np.zeros(0, np.int64)  # the reorder buffer's GPU rows and frame
         self.buf: pd.DataFrame | None = None
-        self.feed = Fed(self._write, "jlprof-dldb", depth=2)
-        self.job = self.feed.job
 
     def put(self, w: int, win: Window) -> None:
         """Window ``w``'s rows (after the windows before it)."""
@@ -312,9 +323,13 @@ class WindowsDldb:
         with open_dldb(self.target, self.flag, check, **self.meta) as db:
             for name in list(self.frames):  # ahead of their turn: spooled to a file
                 db.write_frame(name, self.frames.pop(name))
+            kind, plan = next(parts, ("end", None))
+            if kind != "plan":
+                raise RuntimeError(f"WindowsDldb: {kind} before the plan")
+            gpu_template, api_template, db.warnings = plan
             with (
-                db.frame("gpu", self.templates["gpu"]) as gpu,
-                db.frame("api", self.templates["api"]) as api,
+                db.frame("gpu", gpu_template) as gpu,
+                db.frame("api", api_template) as api,
             ):
                 for kind, frame in parts:
                     (gpu if kind == "gpu" else api).write(frame)
@@ -336,10 +351,11 @@ def _without_categories(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correlated:
+def ranges_correlated(trace: Trace, ranges: Ranges) -> Correlated:
     """A :class:`Correlated` of the ranges alone: what finding the key node and iterations
-    reads (ops, instances, paths; the path strings of ranges are their final ones)."""
-    n = len(nv)
+    reads (ops, instances, paths; the path strings of ranges are their final ones). Its
+    ``nvtx`` is ``trace.nvtx`` (the windowed run's: no rows by then)."""
+    n = len(ranges.start_ns)
     op = ranges.op_narrow()
     parent = np.asarray(ranges.lanes.parent).astype(index_dtype(n), copy=False)
     path, paths = path_table(op, ranges.ops["op_name"].to_numpy(object), ranges.op_abs, parent)
@@ -352,7 +368,8 @@ def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correla
             "parent": parent,
             "path": path,
             "synthetic": np.zeros(n, bool),
-        }
+        },
+        copy=False,  # the range pass's arrays as they are: no 2D block of three int64 columns
     )
     times = [x for x in (ranges.start_ns, ranges.end_ns) if len(x)]
     empty = trace.api.iloc[:0]
@@ -365,7 +382,7 @@ def ranges_correlated(trace: Trace, nv: pd.DataFrame, ranges: Ranges) -> Correla
         gpu=trace.gpu.iloc[:0],
         t_first_ns=int(min(x.min() for x in times)) if times else 0,
         t_last_ns=int(max(x.max() for x in times)) if times else 0,
-        nvtx=nv,
+        nvtx=trace.nvtx,
         markers=ranges.markers,
     )
 
