@@ -146,10 +146,10 @@ def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
     export, portable, spy, reader
 ) -> None:
     """The windowed engine reads the NVTX table alone (``work=False``): its texts (kept as
-    Arrow strings), then its numbers, each as two runs of rowids in two connectorx streams
-    at once, put back in rowid order: the NVTX and mark frames (values, categories and their
-    first-seen order) are the whole read's, whatever reads them, and each run is a stream
-    sized for the whole table."""
+    Arrow strings) as two runs of rowids in two connectorx streams at once, then its numbers
+    (the texts' ids among them) as four, each run copied into place in rowid order: the NVTX
+    and mark frames (values, categories and their first-seen order) are the whole read's,
+    whatever reads them, and each run is a stream sized for the whole table."""
     s = spy(fail_stream_start=reader == "no streams")
     alone = read_trace(export, use_connectorx=reader != "portable", work=False)
     # the range texts stay Arrow strings where connectorx read them (no Python string per
@@ -169,8 +169,8 @@ def test_the_nvtx_table_read_alone_in_two_runs_is_the_whole_reads(
     assert alone.gpu.empty and alone.api.empty
     streams = [b for rt, b in s.calls if rt == "arrow_stream"]
     if reader == "streams":
-        assert streams == [counts(export)["NVTX_EVENTS"] + 1] * 4
-        assert s.taken == 4
+        assert streams == [counts(export)["NVTX_EVENTS"] + 1] * 6
+        assert s.taken == 6
 
 
 def test_invalid_utf8_text_reads_like_sqlite3(tmp_path: Path) -> None:
@@ -326,3 +326,38 @@ def test_split_gives_each_mask_rows_and_drops_the_column() -> None:
     got = read._split(col, "a", even, big)
     assert [g.tolist() for g in got] == [[0, 2, 4], [4, 5]]
     assert list(col) == ["b"]
+
+
+def test_runs_of_numbers_make_the_joined_tables_frame() -> None:
+    """Runs of a table of numbers are copied into one frame run by run (each let go before
+    the next): the frame of the joined table, NULLs filled as that frame fills them, a run
+    with a column of NULLs only included; a NULL with no default to fill it, a text or runs
+    of other types go the joined table's way."""
+    import pyarrow as pa
+
+    defaults = [0, -1, 0.0]
+    names = ["a", "b", "c"]
+
+    def run(a, b, c, b_type=None):
+        return pa.table({"a": pa.array(a, pa.int64()), "b": pa.array(b, b_type or pa.int64()),
+                         "c": pa.array(c, pa.float64())})  # fmt: skip
+
+    runs = [
+        run([1, 2**40, 3], [None, 5, 6], [0.5, None, 1.5]),
+        run([], [], []),
+        run([7, 8], [None, None], [2.5, 3.5], b_type=pa.null()),
+        run([-9], [10], [None]),
+    ]
+    assert read._numbers(runs, defaults)
+    want = read._arrow_frame(read._fill_arrow(pa.concat_tables(
+        [r.cast(runs[0].schema) for r in runs]), defaults), names)  # fmt: skip
+    got = read._numbers_frame(list(runs), defaults, names)
+    pd.testing.assert_frame_equal(got, want)
+    assert got["b"].tolist() == [-1, 5, 6, -1, -1, 10] and got["a"].dtype == np.int64
+    held = list(runs)
+    read._numbers_frame(held, defaults, names)
+    assert held == [None] * len(runs)  # each run let go
+    assert not read._numbers(runs, [0, None, 0.0])  # b's NULLs would stay
+    assert not read._numbers([runs[0], run([1], [2], [3.0], b_type=pa.float64())], defaults)
+    text = pa.table({"a": pa.array(["x"]), "b": pa.array([1]), "c": pa.array([1.0])})
+    assert not read._numbers([text, text], defaults)

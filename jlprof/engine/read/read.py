@@ -264,15 +264,13 @@ class _Fetcher:
             return False
         return True
 
-    def _arrow(self, q: _Select):
-        """connectorx's Arrow table of ``q``: the stream started for it, else a plain read."""
+    def _arrow(self, q: _Select) -> list:
+        """connectorx's Arrow tables of ``q``: the stream's runs of rowids, in order, or one
+        plain read."""
         streams = self.streams.pop(q.table, None)
         if streams is not None:
-            import pyarrow as pa
-
-            tables = [s.read_all() for s in streams]
-            return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        return self.cx.read_sql(schema.connectorx_uri(self.path), q.sql, return_type="arrow")
+            return [s.read_all() for s in streams]
+        return [self.cx.read_sql(schema.connectorx_uri(self.path), q.sql, return_type="arrow")]
 
     def frame(self, q: _Select, arrow_text: bool = False) -> pd.DataFrame:
         """Rows of ``q`` as its columns ``q.names``; NULLs of its ``q.fill`` columns replaced;
@@ -284,10 +282,19 @@ class _Fetcher:
         names, fill = q.names, q.fill
         if self.cx is not None:
             try:
+                defaults = [fill.get(n) for n in names]
+                tables = self._arrow(q)
+                if len(tables) > 1 and _numbers(tables, defaults):
+                    return _numbers_frame(tables, defaults, names)
+                import pyarrow as pa
+
                 # no local holds the table: _arrow_frame lets each column go once converted
                 return _arrow_frame(
-                    _fill_arrow(self._arrow(q), [fill.get(n) for n in names]), names, arrow_text
-                )
+                    _fill_arrow(pa.concat_tables(tables) if len(tables) > 1 else tables.pop(),
+                                defaults),
+                    names,
+                    arrow_text,
+                )  # fmt: skip
             except Exception:  # odd text encodings or types: the portable path still works
                 pass
             except BaseException as exc:  # the same, met in connectorx's reading thread
@@ -402,6 +409,50 @@ def _arrow_frame(tbl, names: list[str], arrow_text: bool = False) -> pd.DataFram
             release_arrow_memory()
             cats = unique_categories(pd.Index(values, dtype=object))
         cols.append(pd.Categorical.from_codes(codes, dtype=cats))
+    return pd.DataFrame(dict(zip(names, cols, strict=True)), copy=False)
+
+
+def _numbers(tables: list, defaults: list[int | float | None]) -> bool:
+    """Whether runs of a table (pyarrow.Tables) are all int64 or double columns, each of the
+    same type in every run, with no NULL left once ``defaults`` fill theirs."""
+    import pyarrow as pa
+
+    def kinds(t) -> list | None:
+        out = []
+        for i, field in enumerate(t.schema):
+            typ, default = field.type, defaults[i]
+            if t.column(i).null_count and default is None:
+                return None  # NULLs kept: pandas' conversion decides what they become
+            if pa.types.is_null(typ):  # all NULL: _fill_arrow gives the default's type
+                typ = pa.float64() if isinstance(default, float) else pa.int64()
+            out.append(typ)
+        return out
+
+    first = kinds(tables[0])
+    numeric = first is not None and all(k in (pa.int64(), pa.float64()) for k in first)
+    return numeric and all(kinds(t) == first for t in tables[1:])
+
+
+def _numbers_frame(tables: list, defaults: list[int | float | None], names: list[str]):
+    """Runs of a table of numbers (:func:`_numbers`) as one frame of numpy columns, each run
+    copied into place and let go (connectorx frees a run's columns together, when the last
+    goes) before the next: 1.25x the numbers at most with four runs, not 2x as converting
+    the joined table column by column (the NVTX table's 13.4M ranges: ~0.6 GB less)."""
+    n = sum(t.num_rows for t in tables)
+    cols: list[np.ndarray | None] = [None] * len(names)
+    pos = 0
+    for k in range(len(tables)):
+        t = _fill_arrow(tables[k], defaults)
+        tables[k] = None
+        for i in range(t.num_columns):
+            values = t.column(i).to_numpy()
+            if cols[i] is None:
+                cols[i] = np.empty(n, values.dtype)
+            cols[i][pos : pos + len(values)] = values
+            del values
+        pos += t.num_rows
+        del t
+        release_arrow_memory()
     return pd.DataFrame(dict(zip(names, cols, strict=True)), copy=False)
 
 
@@ -768,13 +819,14 @@ def _read_nvtx(
         return empty
     q = selects[_NVTX]
     if parts:
-        texts = q.only("text_id", "text_inline")
+        texts = q.only("text_inline")
         f.start(texts, f.rows_at_most(q.table), parts)
-        df = f.frame(texts, arrow_text=True)  # what reads them: the range pass, the dldb
-        text = _nvtx_text(df["text_inline"], _int(df, "text_id"), strings)
+        inline = f.frame(texts, arrow_text=True)["text_inline"]  # the range pass, the dldb
+        # the numbers (the texts' ids among them) by twice as many runs, each copied into
+        # the frame's columns and let go before the next (:meth:`_Fetcher.frame`): the
+        # numbers' phase then holds 1.25x their size at most, not 2x
         q = q.only(*[n for n in q.names if n not in texts.names])
-        f.start(q, len(df), parts)
-        del df
+        f.start(q, len(inline), 2 * parts)
     df = f.frame(q)
     if not len(df):
         return empty
@@ -782,8 +834,7 @@ def _read_nvtx(
     col = {c: _int(df, c) for c in ints}  # as they are (no copy) when int64
     col["int64_value"] = df["int64_value"].to_numpy()
     col["double_value"] = df["double_value"].to_numpy()
-    if not parts:
-        text = _nvtx_text(df["text_inline"], _int(df, "text_id"), strings)
+    text = _nvtx_text(inline if parts else df["text_inline"], _int(df, "text_id"), strings)
     del df  # ``col`` holds what is left: each column's memory goes once it is split below
     etype = col["event_type"]
     # domains: eventType-75 rows, matched on domainId AND process (as nsys stats does)
