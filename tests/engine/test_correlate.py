@@ -239,3 +239,33 @@ def test_an_error_while_nesting_ranges_waits_for_the_launch_thread(monkeypatch):
     c = correlate(t)  # and the same trace correlates once nothing breaks
     assert op_of_gpu(c, 0) == "opA"
     assert c.gpu["isolated"].tolist() == [True]
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_path_codes_made_by_chunks_of_a_level_are_the_whole_levels(monkeypatch, rows):
+    """``path_table`` codes a nesting level's rows by chunks of ``PATH_ROWS`` (its memory):
+    every instance's path code and the path table are those of the level coded at once, on
+    a trace of nested ranges on two threads with '/'-scoped (absolute) names among them."""
+    import pandas as pd
+
+    from jlprof.engine.correlate import correlate as correlate_module
+    from jlprof.engine.correlate.correlate import path_table
+
+    r = np.random.default_rng(rows)
+    n = 400
+    parent = np.full(n, -1, np.int64)
+    for i in range(1, n):  # a random forest: each row's parent an earlier row or none
+        parent[i] = r.integers(-1, i) if r.random() < 0.8 else -1
+    order = r.permutation(n)  # rows in any order, parents after children too
+    back = np.empty(n, np.int64)
+    back[order] = np.arange(n)
+    parent = np.where(parent[order] >= 0, back[np.maximum(parent[order], 0)], -1)
+    names = np.array([f"op{k}" for k in range(6)] + ["/model/dense/MatMul"], dtype=object)
+    op_abs = np.array([""] * 6 + ["/model/dense/MatMul"], dtype=object)
+    op = r.integers(0, len(names), n)
+    whole = path_table(op, names, op_abs, parent.astype(np.int32))
+    monkeypatch.setattr(correlate_module, "PATH_ROWS", rows)
+    got = path_table(op, names, op_abs, parent.astype(np.int32))
+    assert np.array_equal(got[0], whole[0]) and got[0].dtype == whole[0].dtype
+    pd.testing.assert_frame_equal(got[1], whole[1])
+    assert whole[1]["depth"].max() >= 3  # nested deep enough to have levels

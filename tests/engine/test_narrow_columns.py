@@ -156,3 +156,26 @@ def test_row_indices_are_int32_below_2_31_rows(n, dtype) -> None:
     from jlprof.engine.read.narrow import index_dtype
 
     assert index_dtype(n) is dtype
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_narrow_joined_is_narrow_of_the_concatenation(seed: int) -> None:
+    """``narrow_joined(*parts)`` equals ``narrow(np.concatenate(parts as int64))``, values and
+    dtype: int32 when every value of every part fits, int64 otherwise (one value past int32,
+    no rows at all), whatever the parts' own types."""
+    from jlprof.engine.read.narrow import narrow, narrow_joined
+
+    rng = np.random.default_rng(seed)
+    parts = []
+    for _ in range(rng.integers(0, 4)):
+        n = int(rng.integers(0, 50))
+        kind = rng.choice(["int8", "int32", "int64"])
+        values = rng.integers(-100, 100, n).astype(kind)
+        if kind == "int64" and n and rng.random() < 0.3:
+            values[rng.integers(0, n)] = rng.choice([2**31, -(2**31) - 1, 2**40])
+        parts.append(values)
+    want = narrow(
+        np.concatenate([np.asarray(p, np.int64) for p in parts] or [np.zeros(0, np.int64)])
+    )
+    got = narrow_joined(*parts)
+    assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -84,6 +84,10 @@ class Correlated:
     markers: frozenset[str] = frozenset()  # PyTorch marker formats seen: emit_nvtx, pyprof, jlprof
 
 
+#: rows of one nesting level :func:`path_table` codes at a time
+PATH_ROWS = 1 << 20
+
+
 def path_table(
     op: np.ndarray, op_names: np.ndarray, op_abs: np.ndarray, parent: np.ndarray
 ) -> tuple[np.ndarray, pd.DataFrame]:
@@ -98,7 +102,8 @@ def path_table(
     # nears that many entries): 60 MB less at the peak at 7.5M instances
     code = np.full(n, NONE, dtype=index_dtype(n))
     depth = np.zeros(n, dtype=index_dtype(n))
-    act = np.flatnonzero(parent >= 0)  # climb only from the rows still below a root
+    # climb only from the rows still below a root
+    act = np.flatnonzero(parent >= 0).astype(depth.dtype, copy=False)
     cur = parent[act]
     while len(act):
         depth[act] += 1
@@ -124,14 +129,25 @@ def path_table(
 
     small = n == 0 or int(depth.max()) < 2**15  # a 16-bit stable sort is a radix sort
     order = np.argsort(depth.astype(np.int16) if small else depth, kind="stable")
-    bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2 if n else 0))
+    # each level's first row in ``order``, counted: no copy of the sorted depths
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(depth))]) if n else np.zeros(0, np.int64)
+    del depth
     nops = len(op_names) + 1
+
+    def pairs(rows: np.ndarray) -> np.ndarray:  # (parent's path, op) as one int64 each
+        par = parent[rows]
+        par = np.where(par >= 0, code[np.maximum(par, 0)], NONE).astype(np.int64, copy=False)
+        par += 1
+        par *= nops
+        par += op[rows]
+        return par
+
     for d in range(len(bounds) - 1):
-        rows = order[bounds[d] : bounds[d + 1]]
-        par = np.where(parent[rows] >= 0, code[np.maximum(parent[rows], 0)], NONE)
-        par = par.astype(np.int64, copy=False)  # enters a product
-        pair = (par + 1) * nops + op[rows]
-        inv, uniq = pd.factorize(pair, sort=True)  # np.unique's result, hashed: few pairs
+        # a level's rows by chunks of PATH_ROWS (a level can hold most rows: ~80 bytes a row
+        # of temporaries at once were the windowed assembly's peak); its pairs in sorted order
+        level = order[bounds[d] : bounds[d + 1]]
+        chunks = [level[i : i + PATH_ROWS] for i in range(0, len(level), PATH_ROWS)]
+        uniq = np.unique(np.concatenate([pd.unique(pairs(rows)) for rows in chunks] or [[]]))
         codes = np.empty(len(uniq), dtype=np.int64)
         for i, u in enumerate(uniq.tolist()):  # unique pairs only
             p, o = divmod(u, nops)
@@ -142,7 +158,8 @@ def path_table(
                 codes[i] = k
             else:
                 codes[i] = intern(p - 1, str(op_names[o]).replace("/", "|"))
-        code[rows] = codes[inv]
+        for rows in chunks:
+            code[rows] = codes[np.searchsorted(uniq, pairs(rows))]
     table = pd.DataFrame(
         {
             "parent": np.asarray(t_parent, dtype=np.int64),

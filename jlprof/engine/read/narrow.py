@@ -24,6 +24,22 @@ def narrow(x: np.ndarray) -> np.ndarray:
     return x.astype(np.int32) if fits_int32(x) else x
 
 
+def narrow_joined(*parts: np.ndarray) -> np.ndarray:
+    """``narrow(np.concatenate(parts))`` of integer parts, without the int64 copy of the whole
+    first: each part's values go straight into the result (the windowed assembly makes ten
+    such range-long columns; each int64 copy was 0.1 GB at 13.5M ranges)."""
+    n = sum(len(p) for p in parts)
+    fits = n > 0 and all(
+        len(p) == 0 or (int(p.min()) >= INT32.min and int(p.max()) <= INT32.max) for p in parts
+    )
+    out = np.empty(n, np.int32 if fits else np.int64)
+    pos = 0
+    for p in parts:
+        out[pos : pos + len(p)] = p
+        pos += len(p)
+    return out
+
+
 def smallest(x: np.ndarray) -> np.ndarray:
     """``x`` (integers) in the smallest signed type that holds its values: for the few
     per-range codes the windowed run keeps through every window and reads back once (op,

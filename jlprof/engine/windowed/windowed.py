@@ -46,7 +46,7 @@ from jlprof.engine.correlate.correlate import (
 )
 from jlprof.engine.correlate.ranges import Ranges, append_ops, calls_in_ranges
 from jlprof.engine.correlate.tensorcore import kernel_uses_tc
-from jlprof.engine.read.narrow import fits_int32, index_dtype, narrow, smallest
+from jlprof.engine.read.narrow import fits_int32, index_dtype, narrow_joined, smallest
 from jlprof.engine.read.trace import Trace
 
 
@@ -393,27 +393,27 @@ class WorkPass:
             ug.parts[name] = [np.concatenate(parts)[order]]
         r = self.sums.cols
         zeros_a = np.zeros(ua.count, np.int64)
-        # one figure at a time, each narrowed before the next: no pile of range-long int64s
-        span = np.where(r["n_gpu"] > 0, r.pop("last").astype(np.int64) - r.pop("first"), 0)
+        # one figure at a time, each narrowed as it is joined: at most one range-long int64
+        span = r.pop("last").astype(np.int64)
+        span -= r.pop("first")
+        span[r["n_gpu"] <= 0] = 0
         span -= r["union"]
         np.maximum(span, 0, out=span)
-        idle_ns = narrow(np.concatenate([span, zeros_a, np.zeros(ug.count, np.int64)]))
+        idle_ns = narrow_joined(span, zeros_a, np.zeros(ug.count, np.int64))
         del span
-        api_ns = np.concatenate(
-            [r["api_ns"], ua.column("api_ns", np.int64), ug.column("api_ns", np.int64)]
-        )
         rng = self.ranges
-        over = np.concatenate(
-            [rng.end_ns - rng.start_ns, ua.column("cpu", np.int64), ug.column("cpu", np.int64)]
-        )
-        over -= api_ns
-        np.maximum(over, 0, out=over)
-        overhead_ns = narrow(over)
+        over = [rng.end_ns - rng.start_ns, ua.column("cpu", np.int64), ug.column("cpu", np.int64)]
+        api = [r.pop("api_ns"), ua.column("api_ns", np.int64), ug.column("api_ns", np.int64)]
+        for o, a in zip(over, api, strict=True):
+            o -= a
+            np.maximum(o, 0, out=o)
+        overhead_ns = narrow_joined(*over)
         del over
-        api_ns = narrow(api_ns)
+        api_ns = narrow_joined(*api)
+        del api
 
         def per_inst(name: str, un_gpu: np.ndarray) -> np.ndarray:
-            return narrow(np.concatenate([r.pop(name), zeros_a, un_gpu]))
+            return narrow_joined(r.pop(name), zeros_a, un_gpu)
 
         metrics = InstanceMetrics(
             gpu_ns=per_inst("gpu_ns", ug.column("gpu_ns", np.int64)),
@@ -531,7 +531,7 @@ def assemble(
     # the instance columns one at a time, each range array let go once copied (the run's
     # ranges are spent): the assembly's peak holds the instances, not them and the ranges
     cols: dict[str, np.ndarray] = {
-        "cpu_ns": narrow(np.concatenate([ranges.end_ns - ranges.start_ns, res.cpu_ns]))
+        "cpu_ns": narrow_joined(ranges.end_ns - ranges.start_ns, res.cpu_ns)
     }
     for name, part in (("start_ns", res.start_ns), ("end_ns", res.end_ns),
                        ("global_tid", res.global_tid)):  # fmt: skip
@@ -539,14 +539,12 @@ def assemble(
         setattr(ranges, name, None)
     cols.update(op=inst_op, parent=parent, path=path, synthetic=synthetic)
     del inst_op, parent, path
-    cols["event_type"] = narrow(
-        np.concatenate([np.asarray(event_type, np.int64), np.zeros(n_inst - n_r, np.int64)])
-    )
+    cols["event_type"] = narrow_joined(np.asarray(event_type), np.zeros(n_inst - n_r, np.int8))
     del event_type
-    instance_no = np.asarray(ranges.instance_no, np.int64)
+    instance_no = np.asarray(ranges.instance_no)
     ranges.text_code = ranges.top = ranges.label = None  # type: ignore[assignment]
     ranges.instance_no = None  # type: ignore[assignment]
-    cols["instance_no"] = narrow(np.concatenate([instance_no, np.full(n_inst - n_r, -1, np.int64)]))
+    cols["instance_no"] = narrow_joined(instance_no, np.full(n_inst - n_r, -1, np.int8))
     del instance_no
     order = ["start_ns", "end_ns", "cpu_ns", "global_tid", "op", "parent", "path", "synthetic",
              "event_type", "instance_no"]  # fmt: skip
