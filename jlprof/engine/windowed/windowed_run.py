@@ -242,7 +242,7 @@ class WindowedRun:
         """The trace's small frames (its API and GPU frames empty) and the assembled
         correlation, once every window is in. What only the windows needed is let go here
         (the range lookups, the running sums: ~0.7 GB at 10M kernels; the NVTX frame went
-        before the range pass), before
+        once the range pass was done), before
         the cube is built: the CLI's reports read none of it."""
         work, self.work = self.work, None
         work.ranges.global_tid = self._range_tids(work.ranges)
