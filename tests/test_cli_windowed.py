@@ -219,7 +219,7 @@ def test_a_window_that_needs_the_whole_trace_leaves_no_database_behind(
 
     def add(self, *a, orig=cls.add):
         seen.append(1)
-        if len(seen) == 2:  # the second window: the database's writer has begun
+        if len(seen) == 2:  # the second window: the database holds the first one's rows
             raise exc
         return orig(self, *a)
 

@@ -115,8 +115,8 @@ def test_what_the_run_lets_go_early_comes_back_whole(tmp_path) -> None:
     r = WindowedRun(db, key_node=KEY_NODE, mode="simple", calls_per_window=1000)
     assert r.ranges.label is None and r.ranges.global_tid is None and r.plan.window is None
     assert (r.ranges.lanes.lane < 0).any()  # the hand-off range: its thread kept aside
-    # the NVTX rows went before the plan, and their texts with them (a PyTorch run has one
-    # per call): the frame keeps its columns and kinds, not its categories
+    # the NVTX rows went once the range pass was done, and their texts with them (a PyTorch
+    # run has one per call): the frame keeps its columns and kinds, not its categories
     nvtx = r.small.nvtx
     assert nvtx.empty and list(nvtx.columns) == list(read_trace(db).nvtx.columns)
     assert len(nvtx["text"].cat.categories) == 0 and len(nvtx["domain"].cat.categories) == 0
