@@ -29,9 +29,7 @@ def narrow_joined(*parts: np.ndarray) -> np.ndarray:
     first: each part's values go straight into the result (the windowed assembly makes ten
     such range-long columns; each int64 copy was 0.1 GB at 13.5M ranges)."""
     n = sum(len(p) for p in parts)
-    fits = n > 0 and all(
-        len(p) == 0 or (int(p.min()) >= INT32.min and int(p.max()) <= INT32.max) for p in parts
-    )
+    fits = n > 0 and all(fits_int32(p) for p in parts if len(p))
     out = np.empty(n, np.int32 if fits else np.int64)
     pos = 0
     for p in parts:
