@@ -426,3 +426,74 @@ def test_a_windowed_run_that_fails_midway_leaves_no_file_and_no_thread(
     assert sorted(p.name for p in out.iterdir()) == [], held
     live = [t.name for t in threading.enumerate() if t.name.startswith("jlprof")]
     assert live == [], live
+
+
+def test_the_roofline_gpu_by_windows_is_the_busiest(tmp_path):
+    """Two GPU models, all the work on the one listed second: the detail report's roofline
+    peaks are the busiest GPU's (summed from the windows' rows, not the first GPU listed),
+    the whole run's, and that model's own peak (``gpu_peaks``)."""
+    import sqlite3
+
+    import pandas as pd
+
+    from jlprof.engine.analyses.gpu_peaks import gpu_peaks
+    from tests.fixtures.torch_traces import emit_nvtx_db
+
+    db = emit_nvtx_db(4).write(tmp_path / "two_models.sqlite")
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    row = dict(con.execute("SELECT * FROM TARGET_INFO_GPU WHERE id = 0").fetchone())
+    row.update(id=7, cuDevice=7, name="NVIDIA H100 80GB HBM3")
+    con.execute(f"INSERT INTO TARGET_INFO_GPU ({', '.join(row)}) VALUES "
+                f"({', '.join('?' * len(row))})", list(row.values()))  # fmt: skip
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                  "CUPTI_ACTIVITY_KIND_MEMSET"):  # fmt: skip
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            con.execute(f"UPDATE {table} SET deviceId = 7")
+    con.commit()
+    con.close()
+    for windowed in ("false", "true"):
+        _run(db, "Batch #", tmp_path / windowed, windowed)
+    name = "dlprof_detailed.csv"
+    assert (tmp_path / "true" / name).read_bytes() == (tmp_path / "false" / name).read_bytes()
+    d = pd.read_csv(tmp_path / "true" / name).set_index(["Op Name", "Direction"])
+    row = d.loc[("aten::linear", "fprop")]
+    assert row["Roofline Data Type"] == "fp32"
+    assert row["Peak TFLOP/s"] == gpu_peaks("NVIDIA H100 80GB HBM3")[1]["fp32"] / 1e12
+
+
+def test_a_strided_convs_flops_by_windows_are_the_whole_runs(tmp_path):
+    """A PyProf conv call with stride 2, padding 1, dilation 2 and 2 groups: its FLOPs come
+    from its range text's args, which the windowed run reads in its range pass (it lets the
+    texts go before the reports): the detail report equals the whole run's, and its FLOPs
+    per call are the conv formula's with those args (output 13 x 13, not the stride-1
+    estimate's 32 x 32)."""
+    import pandas as pd
+
+    from tests.fixtures.nsysdb import NsysDb
+
+    conv = (
+        "{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [{'name': '', 'type': 'tensor', "
+        "'shape': (2, 8, 32, 32), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': "
+        "(16, 4, 5, 5), 'dtype': 'float16'}, {'name': '', 'type': 'NoneType', 'value': None}, "
+        "{'name': '', 'type': 'tuple', 'value': (2, 2)}, {'name': '', 'type': 'tuple', "
+        "'value': (1, 1)}, {'name': '', 'type': 'tuple', 'value': (2, 2)}, "
+        "{'name': 'groups', 'type': 'int', 'value': 2}]}"
+    )
+    db = NsysDb()
+    db.gpu(0, "NVIDIA A100-SXM4-40GB")
+    main_thread = db.process(500, "python").thread()
+    for i in range(5):
+        b = 1_000 + i * 10_000
+        main_thread.push_pop("step", b, b + 5_000)
+        main_thread.push_pop(conv, b + 20, b + 1_980)
+        main_thread.launch("sm80_xmma_fprop_implicit_gemm", b + 40, b + 50, b + 60, b + 2_060)
+    path = db.write(tmp_path / "conv.sqlite")
+    for windowed in ("false", "true"):
+        _run(path, "step", tmp_path / windowed, windowed)
+    name = "dlprof_detailed.csv"
+    assert (tmp_path / "true" / name).read_bytes() == (tmp_path / "false" / name).read_bytes()
+    d = pd.read_csv(tmp_path / "true" / name)
+    row = d[d["Op Type"].astype(str).str.contains("conv2d")].iloc[0]
+    out = 2 * 16 * 13 * 13  # (32 + 2*1 - 2*(5-1) - 1) // 2 + 1 = 13
+    assert row["FLOPs per Call"] == 2 * out * 4 * 25

@@ -23,6 +23,7 @@ from jlprof.engine.aggregate.aggregate import (
     instance_metrics,
     launch_iterations,
 )
+from jlprof.engine.aggregate.intervals import busy_ns_per_device
 from jlprof.engine.aggregate.iterations import (
     DEFAULT_KEY_NODE,
     Iterations,
@@ -296,6 +297,18 @@ class Analysis:
     def n_gpu_rows(self) -> int:
         """GPU activities in the profile (kernels, copies, memsets)."""
         return self.parts.n_gpu if self.parts is not None else len(self.correlated.gpu)
+
+    def busy_ns_per_device(self) -> dict[int, int]:
+        """Summed GPU-work time per device id (int ns): the GPU rows', or the windows' sums
+        when the rows are gone (``parts``). No rows: empty."""
+        if self.parts is not None:
+            return dict(self.parts.busy_ns)
+        g = self.correlated.gpu
+        return busy_ns_per_device(
+            g["device_id"].to_numpy(np.int64),
+            g["start_ns"].to_numpy(np.int64),
+            g["end_ns"].to_numpy(np.int64),
+        )
 
     @property
     def kernel_flags(self) -> pd.DataFrame:

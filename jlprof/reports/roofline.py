@@ -25,34 +25,15 @@ def profile_gpu(p: Analysis) -> str:
 
 
 def _busiest_gpu(p: Analysis) -> str:
-    g = p.correlated.gpu
     gpus = p.trace.gpus
     if not len(gpus):
         return ""
-    if len(g):
-        busy = _busy_ns_per_device(
-            g["device_id"].to_numpy(np.int64),
-            g["start_ns"].to_numpy(np.int64),
-            g["end_ns"].to_numpy(np.int64),
-        )
-        busiest = _busiest(busy)
-        hit = gpus[gpus["cu_device"].to_numpy(np.int64) == busiest]
+    busy = p.busy_ns_per_device()
+    if busy:
+        hit = gpus[gpus["cu_device"].to_numpy(np.int64) == _busiest(busy)]
         if len(hit):
             return str(hit["name"].iloc[0])
     return str(gpus["name"].iloc[0])
-
-
-def _busy_ns_per_device(
-    dev: np.ndarray, start: np.ndarray, end: np.ndarray, rows: int = 1 << 20
-) -> dict[int, int]:
-    """Summed GPU-work time per device, exact (int ns), 1M rows at a time: at 10M kernels a
-    whole-trace duration array and ``np.unique`` of the device column were ~0.5 GB."""
-    busy: dict[int, int] = {}
-    for a in range(0, len(dev), rows):
-        d, dur = dev[a : a + rows], end[a : a + rows] - start[a : a + rows]
-        for k in np.unique(d).tolist():  # a handful of devices, not rows
-            busy[k] = busy.get(k, 0) + int(dur[d == k].sum())
-    return busy
 
 
 def _busiest(busy: dict[int, int]) -> int:
@@ -60,28 +41,12 @@ def _busiest(busy: dict[int, int]) -> int:
     return max(sorted(busy), key=busy.__getitem__)
 
 
-def _conv_texts(p: Analysis) -> np.ndarray:
-    """Per op: :func:`flops.conv_params` of its first instance's range text, for the conv ops
-    only (a handful of texts decoded, not one per call)."""
-    c = p.correlated
-    ops = c.ops
-    out = np.full(len(ops), "", dtype=object)
-    conv = np.array([fl.op_kind(t) == "conv" for t in ops["op_type"].astype(str)], dtype=bool)
-    if not conv.any() or c.nvtx is None or not len(c.nvtx):
-        return out
-    inst_op = c.inst["op"].to_numpy(np.int64)[: len(c.nvtx)]
-    op_u, first = np.unique(inst_op, return_index=True)
-    keep = (op_u >= 0) & conv[np.maximum(op_u, 0)]
-    texts = c.nvtx["text"].to_numpy(object)
-    for op, row in zip(op_u[keep].tolist(), first[keep].tolist(), strict=True):
-        out[op] = fl.conv_params(str(texts[row]))
-    return out
-
-
 def op_roofline(p: Analysis, df: pd.DataFrame) -> pd.DataFrame:
     """FLOPs/bytes and roofline columns for the rows of an ``op_frame`` (same index)."""
     # per op, not per range: computed once for every op of the profile
-    every = p.once("op_costs", lambda: fl.op_costs(p.correlated.ops, _conv_texts(p)))
+    # the conv ops' stride, padding...: from their first range's text (the range pass's)
+    ops = p.correlated.ops
+    every = p.once("op_costs", lambda: fl.op_costs(ops, ops["conv_params"].to_numpy(object)))
     costs = every.iloc[df.index.to_numpy(np.int64)].set_axis(df.index)
     calls = df["calls"].to_numpy(np.float64)
     tflops = costs["flops"].to_numpy() * calls

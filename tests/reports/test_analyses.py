@@ -451,6 +451,7 @@ def test_conv_output_size_from_pyprof_args():
 def test_busy_time_per_device_in_slices_is_the_exact_group_sum():
     """The roofline's GPU (the busiest device) from 1M-row slices: the same integer sums as a
     group-by over all rows, whatever the slice size; a tie goes to the lowest device ID."""
+    from jlprof.engine.aggregate.intervals import busy_ns_per_device
     from jlprof.reports import roofline
 
     rng = np.random.default_rng(7)
@@ -460,8 +461,8 @@ def test_busy_time_per_device_in_slices_is_the_exact_group_sum():
     end = start + rng.integers(0, 10**9, n)
     want = pd.Series(end - start).groupby(dev).sum().to_dict()
     for rows in (1, 97, n, 2 * n):
-        got = roofline._busy_ns_per_device(dev, start, end, rows)
+        got = busy_ns_per_device(dev, start, end, rows)
         assert got == {int(k): int(v) for k, v in want.items()}
-    tie = roofline._busy_ns_per_device(np.array([5, 2]), np.array([0, 0]), np.array([4, 4]))
+    tie = busy_ns_per_device(np.array([5, 2]), np.array([0, 0]), np.array([4, 4]))
     assert roofline._busiest(tie) == 2
     assert roofline._busiest({**tie, 9: 5}) == 9

@@ -104,6 +104,20 @@ def isolated(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return out
 
 
+def busy_ns_per_device(
+    device: np.ndarray, start: np.ndarray, end: np.ndarray, rows: int = 1 << 20
+) -> dict[int, int]:
+    """Summed GPU-work time per device, exact (int ns), 1M rows at a time: at 10M kernels a
+    whole-trace duration array and ``np.unique`` of the device column were ~0.5 GB. Sums of
+    parts (windows) add up to the whole's."""
+    busy: dict[int, int] = {}
+    for a in range(0, len(device), rows):
+        d, dur = device[a : a + rows], end[a : a + rows] - start[a : a + rows]
+        for k in np.unique(d).tolist():  # a handful of devices, not rows
+            busy[k] = busy.get(k, 0) + int(dur[d == k].sum())
+    return busy
+
+
 def union_length(
     group: np.ndarray,
     start: np.ndarray,

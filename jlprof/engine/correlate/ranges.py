@@ -384,6 +384,7 @@ def range_pass(nv: pd.DataFrame, mode: str | None) -> Ranges:
     labels, r_label = range_labels(parsed, text_code, seq, rl.parent, r_top, r_start, r_pid)
     del seq
     ops, named, label_op = _range_ops(parsed, labels)
+    ops["conv_params"] = _conv_params(ops, label_op, r_label, nv["text"])
     op_abs = np.full(len(ops), "", dtype=object)
     scoped = mode in TENSORFLOW  # TF op names are scopes: model/dense/MatMul
     op_abs[label_op] = [abs_path(str(name), scoped) for name in named]
@@ -461,7 +462,7 @@ def append_ops(ops: pd.DataFrame, new: pd.DataFrame) -> tuple[pd.DataFrame, np.n
     at[fresh] = len(ops) + np.arange(len(fresh))
     if len(fresh):
         more = _op_frame(list(uniq[fresh]))
-        for col in ANNOTATION_COLUMNS:
+        for col in (*ANNOTATION_COLUMNS, "conv_params"):
             more[col] = ""
         ops = pd.concat([ops, more], ignore_index=True) if len(ops) else more
     return ops, np.asarray(at, np.int64)[code]
@@ -494,6 +495,28 @@ def _annotation_columns(ops: pd.DataFrame, parsed: pd.DataFrame, text_op: np.nda
         vals = ops[col].to_numpy(object)
         vals[first["op"].to_numpy()] = first[col].to_numpy(object)
         ops[col] = vals
+
+
+def _conv_params(
+    ops: pd.DataFrame, label_op: np.ndarray, r_label: np.ndarray, text: pd.Series
+) -> np.ndarray:
+    """Per op: :func:`~jlprof.engine.analyses.flops.conv_params` of its first range's text
+    (stride, padding... of a PyProf or DLProf-plugin conv call), for the conv ops only, ''
+    for the others: what the roofline reads of the texts, decoded here while they are at
+    hand (a handful of texts, one per conv op; the windowed run lets the texts go after this
+    pass). Without conv ops nothing per range is made (this pass holds the run's peak)."""
+    from jlprof.engine.analyses.flops import conv_params, op_kind
+
+    out = np.full(len(ops), "", dtype=object)
+    conv = np.array([op_kind(t) == "conv" for t in ops["op_type"].astype(str)], dtype=bool)
+    if not conv.any() or not len(r_label):
+        return out
+    rows = np.flatnonzero(conv[label_op][r_label])  # the ranges of conv ops
+    op_u, first = np.unique(label_op[r_label[rows]], return_index=True)
+    cats, codes = text.cat.categories, text.cat.codes
+    for op, row in zip(op_u.tolist(), rows[first].tolist(), strict=True):
+        out[op] = conv_params(str(cats[codes.iat[row]]))
+    return out
 
 
 def _markers(parsed: pd.DataFrame) -> frozenset[str]:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate.aggregate import InstanceMetrics, lane_labels
+from jlprof.engine.aggregate.intervals import busy_ns_per_device
 from jlprof.engine.aggregate.iterations import Iterations
 from jlprof.engine.aggregate.step_evidence import StepEvidence
 from jlprof.engine.correlate.correlate import Correlated
@@ -80,6 +81,7 @@ class CubeParts:
             ranges.ops,
         )
         self.gpus = small.gpus
+        self.busy_ns: dict[int, int] = {}  # per device id: its GPU rows' summed time
         self._op_of_key: np.ndarray | None = None
 
     def add(self, rows: GpuRows) -> None:
@@ -87,6 +89,8 @@ class CubeParts:
         self.kernels.add(rows)
         self.groups.add(rows, self.gpu_names)
         self.times.add(rows)
+        for dev, ns in busy_ns_per_device(rows.device_id, rows.start_ns, rows.end_ns).items():
+            self.busy_ns[dev] = self.busy_ns.get(dev, 0) + ns
 
     # ---- at the end (the cube's builder) ------------------------------------------------
     def kernel_iter(self, n_ops: int) -> pd.DataFrame:
