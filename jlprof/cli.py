@@ -31,7 +31,7 @@ from jlprof.engine.read.schema import version_line
 from jlprof.errors import InputError, JlprofError, OptionError
 from jlprof.options import VERBOSITY, add_cli_options, notes, parse_words
 from jlprof.outputs import folder_lock, prepare_folder, written
-from jlprof.reports import ALIASES, REPORTS
+from jlprof.reports import ALIASES, EVERY_ROW, REPORTS
 from jlprof.reports.writers import available, check_outputs, report_path
 from jlprof.version import __version__
 
@@ -163,10 +163,14 @@ def _run(
             "(e.g. jlprof python train.py)."
         )
     say(f"loading {db}")
+    if db.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):  # its SQLite export, as load() reads
+        from jlprof.nsys import ensure_sqlite  # it: then either engine may read it
+
+        db = ensure_sqlite(db)
     bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     dldb: list[InThread[Path]] = []  # DLProf's database, written while the engine computes
     beyond = _beyond_dlprof(reports)
-    if _windowed(args, db, beyond, say):
+    if _windowed(args, db, [r for r in beyond if r in EVERY_ROW], say):
         try:
             prof = _load_windowed(db, args, say, bar, formats, out, dldb, "iteration" in reports)
         except BaseException:
@@ -247,9 +251,15 @@ def _analysed(
         target = report_path(out, prof.profile_name, "model_data", "json")
         if args.force or not target.exists():
             say(f"wrote {_dump_model_data(prof, target)}")
+    saved = False  # --save_db, written beside the windows (a job in ``dldb``) or now
     for job in dldb:
-        say(f"wrote {job.wait()}")
-    if args.save_db:
+        path = job.wait()
+        if args.save_db and not saved and path == Path(args.save_db):
+            saved = True
+            say(f"saved jlprof database {path}")
+        else:
+            say(f"wrote {path}")
+    if args.save_db and not saved:
         say(f"saved jlprof database {prof.save(args.save_db)}")
     if say.rank >= VERBOSITY.index("normal"):
         s = prof.summary()
@@ -289,25 +299,25 @@ WINDOWED_BYTES_BASE = 190 << 20
 
 
 def _beyond_dlprof(reports: list[str]) -> list[str]:
-    """The reports asked for that are jlprof's own analyses, not DLProf's eight: they read
-    per-iteration figures or every row, which a range-only or windowed profile does not keep."""
+    """The reports asked for that are jlprof's own analyses, not DLProf's eight: read whole,
+    the profile keeps every iteration's figures for them (not only the command's range)."""
     return [r for r in reports if ALIASES.get(r, r) not in REPORTS]
 
 
-def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) -> bool:
+def _windowed(args: argparse.Namespace, db: Path, every_row: list[str], say: _Say) -> bool:
     """Whether to analyse ``db`` window by window (``--windowed``). ``auto``: when the whole
     trace would take more than half the memory available now (the whole-trace path is faster,
-    the windowed one holds less). Never a jlprof database (it holds the trace whole already)
-    or a run that saves the trace (--save_db) or dumps per-instance data (--dump_model_data),
-    and not when ``beyond`` (:func:`_beyond_dlprof`) names any of jlprof's own analyses."""
+    the windowed one holds less). Never a jlprof database (it holds the trace whole
+    already), and not when ``every_row`` names reports that read every row
+    (``reports.EVERY_ROW``)."""
     if args.windowed == "false":
         return False
     if args.ncu_report:
         say("reading the whole trace: --ncu_report joins ncu's launches to every kernel row",
             "detailed")  # fmt: skip
         return False
-    if beyond:
-        say(f"reading the whole trace: --reports {beyond[0]} reads every row", "detailed")
+    if every_row:
+        say(f"reading the whole trace: --reports {every_row[0]} reads every row", "detailed")
         return False
     from jlprof.engine.read.nvprof import is_nvprof
     from jlprof.engine.read.store import is_dldb, is_jlprof_db
@@ -316,16 +326,12 @@ def _windowed(args: argparse.Namespace, db: Path, beyond: list[str], say: _Say) 
         if args.windowed == "true":
             raise OptionError("--windowed true reads nsys SQLite exports only, not nvprof's.")
         return False
-    whole = [f for f, on in (("--save_db", args.save_db), ("--dump_model_data",
-             args.dump_model_data)) if on]  # fmt: skip
     if args.windowed == "true":
-        if whole:
-            raise OptionError(f"{whole[0]} needs the whole trace: drop --windowed true.")
         if db.suffix != ".sqlite" or is_jlprof_db(db) or is_dldb(db):
             raise OptionError("--windowed true reads nsys SQLite exports only.")
         _warn_if_short(db, say)
         return True
-    if whole or db.suffix != ".sqlite":
+    if db.suffix != ".sqlite":
         return False
     from jlprof.engine.memory import available_bytes
 
@@ -387,9 +393,9 @@ def _load_windowed(
     iteration: bool,
 ):
     """The profile of ``db`` by the windowed engine, the iteration report written as its
-    windows are read and DLProf's database beside them (a job in ``dldb``, begun as soon as
-    the small frames are read); None when the export needs the whole-trace path (said why;
-    the job begun, if any, cancelled and taken out of ``dldb``)."""
+    windows are read and DLProf's database (and --save_db's) beside them (jobs in ``dldb``,
+    begun as soon as the small frames are read); None when the export needs the whole-trace
+    path (said why; the jobs begun, if any, cancelled and taken out of ``dldb``)."""
     from jlprof.engine.windowed.windowed_run import Unsuitable
     from jlprof.profile import load_windowed
     from jlprof.reports.writers import iteration_files
@@ -402,6 +408,11 @@ def _load_windowed(
 
     def read(small) -> None:
         sinks.extend(_start_windowed_dldb(small, db, out, args, say, dldb))
+        if args.save_db:  # the jlprof database asked for, from the same frames
+            from jlprof.engine.windowed.windowed_run import WindowsDldb
+
+            sinks.append(WindowsDldb(small, Path(args.save_db), "--save_db"))
+            dldb.append(sinks[-1].job)
 
     def planned(run) -> list:
         for sink in sinks:

@@ -241,13 +241,15 @@ def test_a_window_that_needs_the_whole_trace_leaves_no_database_behind(
         assert (win / name).read_bytes() == (whole / name).read_bytes(), name
 
 
-def test_analyses_beyond_dlprof_read_the_whole_trace(tmp_path, capsys):
-    """jlprof's own analyses read every row or iteration: with them the run reads the whole
-    trace, says so, and writes what the whole run writes."""
-    from jlprof.reports import ANALYSES
+def test_analyses_beyond_dlprof_read_the_whole_trace_when_they_read_every_row(tmp_path, capsys):
+    """jlprof's own analyses that read every row (reports.EVERY_ROW): with them the run reads
+    the whole trace, says so, and writes what the whole run writes; the others are read by
+    windows, to the same files."""
+    from jlprof.reports import ANALYSES, EVERY_ROW, OTHER_TOOLS
 
     db = rich_db().write(tmp_path / "rich.sqlite")
-    for name in ANALYSES:
+    assert set(EVERY_ROW) < set(ANALYSES + OTHER_TOOLS)
+    for name in ANALYSES + OTHER_TOOLS:
         outs = []
         for windowed in ("true", "false"):
             out = tmp_path / f"{name}-{windowed}"
@@ -256,8 +258,9 @@ def test_analyses_beyond_dlprof_read_the_whole_trace(tmp_path, capsys):
                          f"--key_node={KEY_NODE}"]) == 0  # fmt: skip
             outs.append(out)
         err = capsys.readouterr().err
-        assert f"reading the whole trace: --reports {name} reads every row" in err
-        assert "planning windows" not in err
+        whole = f"reading the whole trace: --reports {name} reads every row" in err
+        assert whole is (name in EVERY_ROW), (name, err)
+        assert ("planning windows" in err) is (name not in EVERY_ROW), (name, err)
         files = sorted(p.name for p in outs[0].iterdir())
         assert f"dlprof_{name}.csv" in files
         assert files == sorted(p.name for p in outs[1].iterdir())
@@ -313,11 +316,72 @@ def test_a_windowed_run_warns_when_memory_looks_short_even_for_it(tmp_path, monk
         assert (tmp_path / str(n) / "dlprof_kernel.csv").exists()
 
 
-def test_windowed_true_refuses_what_needs_the_whole_trace(tmp_path):
+@pytest.mark.parametrize("suffix", [".jlprof", ".sqlite"])
+def test_windowed_save_db_and_model_data_are_the_whole_runs(tmp_path, monkeypatch, suffix):
+    """--save_db and --dump_model_data by windows: the saved database is written from the
+    windows' own frames beside DLProf's (a .jlprof zip or SQLite, as the name says) and holds
+    what the whole run saves (SQLite: the same bytes; a zip: the same members, whose own
+    bytes carry the time they were written); the model data and every report are the same
+    files; the run went by windows."""
+    import zipfile
+
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", 3)
+    windows = []
+    real = windowed_run.WindowedRun.windows
+
+    def counted(run):
+        windows.append(run.n_windows)
+        return real(run)
+
+    monkeypatch.setattr(windowed_run.WindowedRun, "windows", counted)
+    (fsdp,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
+    # the loop by 8 windows; the real two-GPU run (one iteration: one window)
+    exports = [
+        (small_training_export(tmp_path / "loop.sqlite", steps=7), "optimizer_step"),
+        (fsdp, None),
+    ]
+    for n, (db, key) in enumerate(exports):
+        saved = {w: tmp_path / f"saved{n}_{w}{suffix}" for w in ("false", "true")}
+        for w in ("false", "true"):
+            extra = (f"--save_db={saved[w]}", "--dump_model_data=true")
+            _run(db, key, tmp_path / f"{w}{n}", w, extra)
+        assert len(windows) == n + 1, (db, windows)  # by windows, not sent to the whole path
+        whole, win = tmp_path / f"false{n}", tmp_path / f"true{n}"
+        names = sorted(p.name for p in whole.iterdir())
+        assert "dlprof_model_data.json" in names and names == sorted(p.name for p in win.iterdir())
+        for name in names:
+            assert (win / name).read_bytes() == (whole / name).read_bytes(), (db, name)
+        if suffix == ".sqlite":
+            assert saved["true"].read_bytes() == saved["false"].read_bytes(), db
+            continue
+        with zipfile.ZipFile(saved["false"]) as a, zipfile.ZipFile(saved["true"]) as b:
+            assert sorted(a.namelist()) == sorted(b.namelist()) and len(a.namelist()) == 7
+            for member in a.namelist():
+                assert a.read(member) == b.read(member), (db, member)
+    assert windows[0] > 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_a_windowed_save_db_on_a_full_disk_leaves_none(tmp_path, monkeypatch, capsys):
+    """The jlprof database written beside the windows hits a full disk: one line naming the
+    file, the flag and the fix, exit status 2, and no file of it, whole or cut."""
+    import errno
+
+    from jlprof.engine.read import store
+
+    def full(self, name):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.ZipWriter, "_member", full)
     db = rich_db().write(tmp_path / "rich.sqlite")
-    out = f"--output_path={tmp_path}"
-    assert main([f"--database={db}", "--windowed=true", f"--save_db={tmp_path / 'x.jlprof'}",
-                 out, "-v", "quiet"]) == 2  # fmt: skip
+    out, target = tmp_path / "out", tmp_path / "saved" / "x.jlprof"
+    argv = [f"--database={db}", f"--output_path={out}", f"--save_db={target}",
+            f"--key_node={KEY_NODE}", "--windowed=true", "--reports=kernel",
+            "-v", "minimal"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "x.jlprof" in err[0] and "--save_db" in err[0], err
+    assert list((tmp_path / "saved").iterdir()) == []
 
 
 @pytest.mark.parametrize("calls", [7, 300])
@@ -497,3 +561,40 @@ def test_a_strided_convs_flops_by_windows_are_the_whole_runs(tmp_path):
     row = d[d["Op Type"].astype(str).str.contains("conv2d")].iloc[0]
     out = 2 * 16 * 13 * 13  # (32 + 2*1 - 2*(5-1) - 1) // 2 + 1 = 13
     assert row["FLOPs per Call"] == 2 * out * 4 * 25
+
+
+def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
+    """jlprof's analyses that read no row (iteration outliers, GPU metrics samples, the
+    roofline) are written by windows, each file the whole run's, GPU metrics samples
+    included; those that read every row (idle causes, launch statistics, PyProf's table)
+    send the command to the whole trace, and a windowed profile refuses them in one line."""
+    from jlprof.errors import AnalysisError
+    from jlprof.profile import load_windowed
+    from tests.test_gpu_metrics import _new_layout
+
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", 3)
+    runs = []
+    real = windowed_run.WindowedRun.windows
+
+    def counted(run):
+        runs.append(run.n_windows)
+        return real(run)
+
+    monkeypatch.setattr(windowed_run.WindowedRun, "windows", counted)
+    db = small_training_export(tmp_path / "loop.sqlite", steps=6)
+    assert len(_new_layout(db)) > 0
+    aggregates = "--reports=iteration_outliers,gpu_metrics,roofline"
+    for windowed in ("false", "true"):
+        _run(db, "optimizer_step", tmp_path / windowed, windowed, (aggregates,))
+    assert len(runs) == 1 and runs[0] > 1
+    names = sorted(p.name for p in (tmp_path / "false").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "true").iterdir())
+    assert {"dlprof_gpu_metrics.csv", "dlprof_roofline.json"} <= set(names)
+    for name in names:
+        assert (tmp_path / "true" / name).read_bytes() == (tmp_path / "false" / name).read_bytes()
+    _run(db, "optimizer_step", tmp_path / "rows", "true", ("--reports=launch_stats",))
+    assert len(runs) == 1  # the whole trace: launch statistics read every launch
+    prof = load_windowed(db, key_node="optimizer_step")
+    for name in ("idle_causes", "launch_stats", "prof"):
+        with pytest.raises(AnalysisError, match="load the trace whole"):
+            prof.report(name)

@@ -574,3 +574,29 @@ def test_kernel_reports_on_a_real_gpu_export(nsys_info: jn.NsysInfo) -> None:
     ]
     cudaapisum = jn.run_stats(export, "cudaapisum", nsys=nsys_info)
     assert sum(r["Num Calls"] for r in cudaapisum) == api_calls
+
+
+@pytest.mark.nsys
+def test_the_command_reads_a_report_by_windows(
+    whole_run: tuple[jn.ProfileResult, Path, list[str]], tmp_path: Path, capsys
+) -> None:
+    """``jlprof --database r.nsys-rep``: the command makes the report's SQLite export first,
+    as ``jlprof.load`` does, so the windowed engine reads it too; the files are the whole
+    trace's."""
+    from jlprof.cli import main
+
+    rep = tmp_path / "r.nsys-rep"
+    shutil.copy(whole_run[0].reports[0], rep)
+    for windowed in ("true", "false"):
+        argv = [f"--database={rep}", "--reports=all", "--formats=csv,json", "-v", "detailed",
+                f"--output_path={tmp_path / windowed}", f"--windowed={windowed}"]  # fmt: skip
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        assert ("planning windows of API calls" in err) is (windowed == "true"), err
+    assert (tmp_path / "r.sqlite").is_file()
+    names = sorted(p.name for p in (tmp_path / "false").iterdir())
+    assert "dlprof_summary.csv" in names and names == sorted(
+        p.name for p in (tmp_path / "true").iterdir()
+    )
+    for name in names:
+        assert (tmp_path / "true" / name).read_bytes() == (tmp_path / "false" / name).read_bytes()

@@ -70,10 +70,12 @@ def _cuts(n: int, sizes) -> list[tuple[int, int]]:
         at += size
 
 
-def _write_parts(trace, path: Path, sizes, parted=("gpu", "api", "nvtx")) -> bytes:
+def _write_parts(
+    trace, path: Path, sizes, parted=("gpu", "api", "nvtx"), opener=open_dldb
+) -> bytes:
     """The windowed engine's order: the small frames whole first, then the parted frames' parts
     interleaved (a gpu part, an api part, an nvtx part, ...), each cut by ``sizes``."""
-    with open_dldb(path, meta=trace.meta, source=trace.source, warnings=trace.warnings) as db:
+    with opener(path, meta=trace.meta, source=trace.source, warnings=trace.warnings) as db:
         for name in FRAMES:
             if name not in parted:
                 db.write_frame(name, getattr(trace, name))
@@ -113,6 +115,34 @@ def test_parts_are_the_whole_save_byte_for_byte(tmp_path, label, make, sizes):
     parts = _write_parts(trace, tmp_path / "parts.sqlite", sizes)
     assert parts == ref
     _same_trace(load_trace(tmp_path / "parts.sqlite"), trace)
+
+
+@pytest.mark.parametrize(("label", "make"), list(_traces()), ids=[t[0] for t in _traces()])
+def test_a_zip_by_parts_holds_the_whole_saves_members(tmp_path, label, make):
+    """``open_store`` on a name not ending in .sqlite: a ``.jlprof`` zip written frame by frame
+    and part by part holds save_trace's members, each the same bytes (the manifest too), and
+    reads back as the trace; a frame never written leaves no file."""
+    import zipfile
+
+    trace = make(tmp_path / f"{label}.sqlite")
+    whole = save_trace(trace, tmp_path / "whole.jlprof")
+    _write_parts(trace, tmp_path / "parts.jlprof", SIZES, opener=store.open_store)
+    with zipfile.ZipFile(whole) as a, zipfile.ZipFile(tmp_path / "parts.jlprof") as b:
+        assert (
+            sorted(a.namelist())
+            == sorted(b.namelist())
+            == sorted([f"{n}.arrow" for n in FRAMES] + ["manifest.json"])
+        )
+        for name in a.namelist():
+            assert a.read(name) == b.read(name), name
+    _same_trace(load_trace(tmp_path / "parts.jlprof"), trace)
+    target = tmp_path / "out" / "x.jlprof"
+    target.parent.mkdir()
+    with pytest.raises(ValueError, match="frames not written: api"), store.open_store(target) as db:
+        for name in FRAMES:
+            if name != "api":
+                db.write_frame(name, getattr(trace, name))
+    assert _leftovers(target.parent) == []
 
 
 def _real():

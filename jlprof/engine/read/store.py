@@ -374,9 +374,9 @@ class DldbWriter:
         try:
             if self._live is None and self._next() == name:
                 self._live = name
-                with _BlobParts(self.conn, f"{name}.arrow") as blob:
-                    yield self._checked(blob) if checked else blob
-                self._done(name, blob)
+                with self._member(name) as member:
+                    yield self._checked(member) if checked else member
+                self._inserted.append(name)
             else:
                 # unnamed (O_TMPFILE): nothing is left behind whatever happens; closed by
                 # _drain or _discard
@@ -399,9 +399,21 @@ class DldbWriter:
     def _next(self) -> str | None:
         return next((n for n in FRAMES if n not in self._inserted), None)
 
-    def _done(self, name: str, blob: _BlobParts) -> None:
-        self._inserted.append(name)
+    @contextmanager
+    def _member(self, name: str) -> Iterator[IO[bytes]]:
+        """Frame ``name``'s bytes into the container, its turn come: rows ``name.arrow``,
+        ``name.arrow.1``... of the database."""
+        with _BlobParts(self.conn, f"{name}.arrow") as blob:
+            yield blob
         self._split = self._split or blob.parts > 1
+
+    def _version(self) -> int:
+        # format 2 only where a frame was split: older readers take every other file
+        return VERSION if self._split else 1
+
+    def _put_manifest(self, manifest: bytes) -> None:
+        self.conn.execute(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", ("manifest.json", manifest))
+        self.conn.commit()
 
     def _drain(self) -> None:
         """Copy in the spooled frames whose turn has come."""
@@ -409,11 +421,11 @@ class DldbWriter:
             spool = self._spooled.pop(name)
             try:
                 spool.seek(0)
-                with _BlobParts(self.conn, f"{name}.arrow") as blob:
-                    out = self._checked(blob)
+                with self._member(name) as member:
+                    out = self._checked(member)
                     while chunk := spool.read(PART_BYTES):
                         out.write(chunk)
-                self._done(name, blob)
+                self._inserted.append(name)
             finally:
                 spool.close()
 
@@ -421,13 +433,10 @@ class DldbWriter:
         missing = [n for n in FRAMES if n not in self._inserted]
         if missing or self._open:
             raise ValueError(f"dldb: frames not written: {', '.join(missing)}")
-        # format 2 only where a frame was split: older readers take every other file
-        version = VERSION if self._split else 1
-        manifest = _manifest_bytes(self.meta, self.source, self.warnings, version)
+        manifest = _manifest_bytes(self.meta, self.source, self.warnings, self._version())
         if self.check is not None:
             self.check()
-        self.conn.execute(f"INSERT INTO {DLDB_TABLE} VALUES (?, ?)", ("manifest.json", manifest))
-        self.conn.commit()
+        self._put_manifest(manifest)
 
     def _discard(self) -> None:
         for spool in self._spooled.values():
@@ -469,6 +478,54 @@ def open_dldb(
         finally:
             db._discard()
             conn.close()
+
+
+class ZipWriter(DldbWriter):
+    """A jlprof database as a ``.jlprof`` zip written frame by frame, as :class:`DldbWriter`
+    writes one: each member's bytes :func:`save_trace`'s (a zip's members are read by name,
+    so the manifest goes last; the zip's own bytes carry the members' times, never equal)."""
+
+    def __init__(self, z: zipfile.ZipFile, spool_dir: Path, check: Callable[[], None] | None):
+        super().__init__(None, spool_dir, check)
+        self.z = z
+
+    @contextmanager
+    def _member(self, name: str) -> Iterator[IO[bytes]]:
+        with self.z.open(f"{name}.arrow", "w", force_zip64=True) as member:
+            yield member
+
+    def _version(self) -> int:
+        return 1  # a zip member is never split
+
+    def _put_manifest(self, manifest: bytes) -> None:
+        self.z.writestr("manifest.json", manifest)
+
+
+@contextmanager
+def open_store(
+    target: str | Path,
+    flag: str = "--output_path",
+    check: Callable[[], None] | None = None,
+    *,
+    meta: dict | None = None,
+    source: object = None,
+    warnings: list | None = None,
+) -> Iterator[DldbWriter]:
+    """:func:`open_dldb`, or a :class:`ZipWriter` when ``target`` does not end in ``.sqlite``
+    (:func:`save_trace`'s rule): a jlprof database written frame by frame, whole or not at all."""
+    if Path(target).suffix == ".sqlite":
+        with open_dldb(target, flag, check, meta=meta, source=source, warnings=warnings) as db:
+            yield db
+        return
+    # a failure inside is an OutputError naming the file
+    with written(Path(target), flag) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
+        db = ZipWriter(z, tmp.parent, check)
+        db.meta, db.source, db.warnings = dict(meta or {}), source, list(warnings or [])
+        try:
+            yield db
+            db._finish()
+        finally:
+            db._discard()
 
 
 def _frame_bytes(entries: dict[str, bytes], name: str) -> bytes:
@@ -578,10 +635,12 @@ def read_any(path: str | Path, **kw) -> Trace:
 __all__ = [
     "DldbWriter",
     "FrameParts",
+    "ZipWriter",
     "is_dldb",
     "is_jlprof_db",
     "load_trace",
     "open_dldb",
+    "open_store",
     "pd",
     "read_any",
     "save_trace",

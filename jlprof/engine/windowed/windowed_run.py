@@ -318,9 +318,9 @@ class WindowsDldb:
         self.feed.end()
 
     def _write(self, parts: Iterator[tuple[str, pd.DataFrame]], check: Callable[[], None]) -> Path:
-        from jlprof.engine.read.store import open_dldb
+        from jlprof.engine.read.store import open_store
 
-        with open_dldb(self.target, self.flag, check, **self.meta) as db:
+        with open_store(self.target, self.flag, check, **self.meta) as db:
             for name in list(self.frames):  # ahead of their turn: spooled to a file
                 db.write_frame(name, self.frames.pop(name))
             kind, plan = next(parts, ("end", None))
