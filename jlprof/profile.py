@@ -72,8 +72,10 @@ class Profile(Analysis):
         from jlprof.nsys import ncu
 
         if self.parts is not None:
-            raise AnalysisError("a windowed profile keeps no GPU rows to join an ncu report "
-                                "to; load it with windowed='off'.")  # fmt: skip
+            raise AnalysisError(
+                "a profile read by windows keeps no GPU rows to join an ncu report to: load "
+                "the trace whole (jlprof.load) for it."
+            )
         launches = ncu.read_ncu_report(path, via=via)
         c = self.correlated
         gpu = c.gpu

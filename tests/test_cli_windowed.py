@@ -567,7 +567,8 @@ def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
     """jlprof's analyses that read no row (iteration outliers, GPU metrics samples, the
     roofline) are written by windows, each file the whole run's, GPU metrics samples
     included; those that read every row (idle causes, launch statistics, PyProf's table)
-    send the command to the whole trace, and a windowed profile refuses them in one line."""
+    send the command to the whole trace, and a windowed profile refuses them (and an ncu
+    report to join) in one line."""
     from jlprof.errors import AnalysisError
     from jlprof.profile import load_windowed
     from tests.test_gpu_metrics import _new_layout
@@ -598,3 +599,5 @@ def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
     for name in ("idle_causes", "launch_stats", "prof"):
         with pytest.raises(AnalysisError, match="load the trace whole"):
             prof.report(name)
+    with pytest.raises(AnalysisError, match=r"load the trace whole \(jlprof.load\)"):
+        prof.attach_ncu(tmp_path / "any.ncu-rep")  # refused before the file is read
