@@ -166,7 +166,7 @@ def _run(
     if db.suffix in (".nsys-rep", ".qdrep", ".qdstrm"):  # its SQLite export, as load() reads
         from jlprof.nsys import ensure_sqlite  # it: then either engine may read it
 
-        db = ensure_sqlite(db)
+        db = ensure_sqlite(db, progress=say)  # an export takes minutes: nsys's steps said
     bar = _bar(say, 3 + len(reports) * (1 + len(formats)))
     dldb: list[InThread[Path]] = []  # DLProf's database, written while the engine computes
     beyond = _beyond_dlprof(reports)

@@ -120,22 +120,29 @@ def test_parts_are_the_whole_save_byte_for_byte(tmp_path, label, make, sizes):
 @pytest.mark.parametrize(("label", "make"), list(_traces()), ids=[t[0] for t in _traces()])
 def test_a_zip_by_parts_holds_the_whole_saves_members(tmp_path, label, make):
     """``open_store`` on a name not ending in .sqlite: a ``.jlprof`` zip written frame by frame
-    and part by part holds save_trace's members, each the same bytes (the manifest too), and
-    reads back as the trace; a frame never written leaves no file."""
+    and part by part, and save_trace's (the same writer, every frame whole), each hold every
+    frame as write_feather writes it whole and the manifest (the reference: its code, kept
+    here); both read back as the trace; a frame never written leaves no file."""
     import zipfile
 
     trace = make(tmp_path / f"{label}.sqlite")
+    want = {}
+    for name in FRAMES:
+        buf = io.BytesIO()
+        table = pa.Table.from_pandas(getattr(trace, name), preserve_index=False)
+        feather.write_feather(table, buf, compression="uncompressed")
+        want[f"{name}.arrow"] = buf.getvalue()
+    manifest = {"format": "jlprof-trace", "version": 1, "meta": trace.meta,
+                "source": str(trace.source or ""), "warnings": trace.warnings}  # fmt: skip
     whole = save_trace(trace, tmp_path / "whole.jlprof")
     _write_parts(trace, tmp_path / "parts.jlprof", SIZES, opener=store.open_store)
-    with zipfile.ZipFile(whole) as a, zipfile.ZipFile(tmp_path / "parts.jlprof") as b:
-        assert (
-            sorted(a.namelist())
-            == sorted(b.namelist())
-            == sorted([f"{n}.arrow" for n in FRAMES] + ["manifest.json"])
-        )
-        for name in a.namelist():
-            assert a.read(name) == b.read(name), name
-    _same_trace(load_trace(tmp_path / "parts.jlprof"), trace)
+    for path in (whole, tmp_path / "parts.jlprof"):
+        with zipfile.ZipFile(path) as z:
+            assert sorted(z.namelist()) == sorted([*want, "manifest.json"]), path
+            for name, data in want.items():
+                assert z.read(name) == data, (path, name)
+            assert json.loads(z.read("manifest.json")) == manifest
+        _same_trace(load_trace(path), trace)
     target = tmp_path / "out" / "x.jlprof"
     target.parent.mkdir()
     with pytest.raises(ValueError, match="frames not written: api"), store.open_store(target) as db:

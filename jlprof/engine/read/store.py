@@ -87,10 +87,6 @@ def is_jlprof_db(path: Path) -> bool:
         return False
 
 
-def _manifest(trace: Trace, version: int = VERSION) -> bytes:
-    return _manifest_bytes(trace.meta, trace.source, trace.warnings, version)
-
-
 def _manifest_bytes(meta: dict, source: object, warnings: list, version: int) -> bytes:
     return json.dumps(
         {
@@ -547,20 +543,10 @@ def save_trace(
     called before every write: a save in a thread (:class:`jlprof.background.InThread`) stops
     there when cancelled, leaving no file."""
     path = Path(path)
-    if path.suffix == ".sqlite":
-        with open_dldb(
-            path, flag, check, meta=trace.meta, source=trace.source, warnings=trace.warnings
-        ) as db:
-            _write_frames(trace, db.entry, check)
-        return path
-    # a failure inside is an OutputError naming the file
-    with written(path, flag) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("manifest.json", _manifest(trace, 1))
-
-        def member(name: str) -> AbstractContextManager[IO[bytes]]:
-            return z.open(name, "w", force_zip64=True)
-
-        _write_frames(trace, member, check)
+    with open_store(
+        path, flag, check, meta=trace.meta, source=trace.source, warnings=trace.warnings
+    ) as db:
+        _write_frames(trace, db.entry, check)
     return path
 
 
