@@ -28,6 +28,20 @@ def _exports(tmp_path):
         yield path, None
 
 
+def _windowed_runs(monkeypatch) -> list[int]:
+    """Each windowed run's number of windows, as the runs come (a run sent to the whole
+    trace adds none)."""
+    runs: list[int] = []
+    real = windowed_run.WindowedRun.windows
+
+    def counted(run):
+        runs.append(run.n_windows)
+        return real(run)
+
+    monkeypatch.setattr(windowed_run.WindowedRun, "windows", counted)
+    return runs
+
+
 def _run(db, key, out, windowed: str, extra: tuple[str, ...] = ()) -> None:
     args = [f"--database={db}", "--reports=all", "--formats=csv,json",
             f"--output_path={out}", "-f", "true", "-v", "quiet",
@@ -326,14 +340,7 @@ def test_windowed_save_db_and_model_data_are_the_whole_runs(tmp_path, monkeypatc
     import zipfile
 
     monkeypatch.setattr(windowed_run, "WINDOW_CALLS", 3)
-    windows = []
-    real = windowed_run.WindowedRun.windows
-
-    def counted(run):
-        windows.append(run.n_windows)
-        return real(run)
-
-    monkeypatch.setattr(windowed_run.WindowedRun, "windows", counted)
+    windows = _windowed_runs(monkeypatch)
     (fsdp,) = sorted((real_data_dir() / "nsysai-fastvideo-wan-train-fsdp-2gpu").glob("*.sqlite"))
     # the loop by 8 windows; the real two-GPU run (one iteration: one window)
     exports = [
@@ -535,15 +542,8 @@ def test_a_strided_convs_flops_by_windows_are_the_whole_runs(tmp_path):
     import pandas as pd
 
     from tests.fixtures.nsysdb import NsysDb
+    from tests.fixtures.torch_traces import STRIDED_CONV as conv
 
-    conv = (
-        "{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [{'name': '', 'type': 'tensor', "
-        "'shape': (2, 8, 32, 32), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': "
-        "(16, 4, 5, 5), 'dtype': 'float16'}, {'name': '', 'type': 'NoneType', 'value': None}, "
-        "{'name': '', 'type': 'tuple', 'value': (2, 2)}, {'name': '', 'type': 'tuple', "
-        "'value': (1, 1)}, {'name': '', 'type': 'tuple', 'value': (2, 2)}, "
-        "{'name': 'groups', 'type': 'int', 'value': 2}]}"
-    )
     db = NsysDb()
     db.gpu(0, "NVIDIA A100-SXM4-40GB")
     main_thread = db.process(500, "python").thread()
@@ -574,14 +574,7 @@ def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
     from tests.test_gpu_metrics import _new_layout
 
     monkeypatch.setattr(windowed_run, "WINDOW_CALLS", 3)
-    runs = []
-    real = windowed_run.WindowedRun.windows
-
-    def counted(run):
-        runs.append(run.n_windows)
-        return real(run)
-
-    monkeypatch.setattr(windowed_run.WindowedRun, "windows", counted)
+    runs = _windowed_runs(monkeypatch)
     db = small_training_export(tmp_path / "loop.sqlite", steps=6)
     assert len(_new_layout(db)) > 0
     aggregates = "--reports=iteration_outliers,gpu_metrics,roofline"

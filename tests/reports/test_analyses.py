@@ -430,14 +430,8 @@ def test_sparse_median_pads_absent_iterations_with_zeros():
 
 
 def test_conv_output_size_from_pyprof_args():
-    text = (
-        "{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [{'name': '', 'type': 'tensor', "
-        "'shape': (2, 8, 32, 32), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': "
-        "(16, 4, 5, 5), 'dtype': 'float16'}, {'name': '', 'type': 'NoneType', 'value': None}, "
-        "{'name': '', 'type': 'tuple', 'value': (2, 2)}, {'name': '', 'type': 'tuple', "
-        "'value': (1, 1)}, {'name': '', 'type': 'tuple', 'value': (2, 2)}, "
-        "{'name': 'groups', 'type': 'int', 'value': 2}]}"
-    )
+    from tests.fixtures.torch_traces import STRIDED_CONV as text
+
     params = fl.conv_params(text)
     # stride 2, padding 1, dilation 2, groups 2: out = (32 + 2 - 2*4 - 1) // 2 + 1 = 13
     f, b = fl.call_cost("conv2d", "[[2,8,32,32],[16,4,5,5]]", "float16", False, params)

@@ -10,9 +10,10 @@ Two containers of the same content — Arrow IPC tables, one per
   A frame is written in parts of at most ``PART_BYTES`` (rows ``gpu.arrow``, ``gpu.arrow.1``,
   ...; format version 2 when any frame has more than one): SQLite refuses blobs over 1e9 bytes.
 
-The SQLite container is written by :func:`open_dldb` (:class:`DldbWriter`), frame by frame or
-part by part (:class:`FrameParts`: a frame's rows arriving over time, as the windowed engine has
-them), in any order, to the same bytes as :func:`save_trace` of the whole trace.
+Both containers are written by :func:`open_store` (:class:`DldbWriter`, :class:`ZipWriter`),
+frame by frame or part by part (:class:`FrameParts`: a frame's rows arriving over time, as the
+windowed engine has them), in any order, to the same frames as :func:`save_trace` of the whole
+trace (the SQLite file to the same bytes).
 
 Reading either skips the nsys export's schema probing entirely; ``--database`` accepts both like
 an nsys export, told apart by their first bytes and tables.
@@ -440,42 +441,6 @@ class DldbWriter:
         self._spooled.clear()
 
 
-@contextmanager
-def open_dldb(
-    target: str | Path,
-    flag: str = "--output_path",
-    check: Callable[[], None] | None = None,
-    *,
-    meta: dict | None = None,
-    source: object = None,
-    warnings: list | None = None,
-) -> Iterator[DldbWriter]:
-    """A :class:`DldbWriter` into ``target``, whole or not at all: the file appears at the end of
-    the block, with every frame and the manifest, or not at all (an exception, a cancelled
-    ``check``, a frame never written). ``check`` is called before every write."""
-    import sqlite3
-
-    with written(Path(target), flag) as tmp:  # a failure inside is an OutputError naming it
-        conn = sqlite3.connect(tmp)
-        for pragma in DLDB_PRAGMAS:
-            conn.execute(f"PRAGMA {pragma}")
-        db = DldbWriter(conn, tmp.parent, check)
-        db.meta, db.source, db.warnings = dict(meta or {}), source, list(warnings or [])
-        try:
-            conn.execute(f"CREATE TABLE {DLDB_TABLE} (name TEXT PRIMARY KEY, data BLOB)")
-            yield db
-            db._finish()
-        except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorcode", None)
-            if code != sqlite3.SQLITE_FULL and "disk is full" not in str(exc):
-                raise
-            # a full disk, as any other file's: ``written`` makes it the usual one line
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from exc
-        finally:
-            db._discard()
-            conn.close()
-
-
 class ZipWriter(DldbWriter):
     """A jlprof database as a ``.jlprof`` zip written frame by frame, as :class:`DldbWriter`
     writes one: each member's bytes :func:`save_trace`'s (a zip's members are read by name,
@@ -507,21 +472,46 @@ def open_store(
     source: object = None,
     warnings: list | None = None,
 ) -> Iterator[DldbWriter]:
-    """:func:`open_dldb`, or a :class:`ZipWriter` when ``target`` does not end in ``.sqlite``
-    (:func:`save_trace`'s rule): a jlprof database written frame by frame, whole or not at all."""
-    if Path(target).suffix == ".sqlite":
-        with open_dldb(target, flag, check, meta=meta, source=source, warnings=warnings) as db:
-            yield db
-        return
+    """A jlprof database into ``target`` written frame by frame: DLProf's SQLite container
+    (:class:`DldbWriter`) when the name ends in ``.sqlite``, a ``.jlprof`` zip
+    (:class:`ZipWriter`) otherwise, :func:`save_trace`'s rule. Whole or not at all: the file
+    appears at the end of the block, with every frame and the manifest, or not at all (an
+    exception, a cancelled ``check``, a frame never written). ``check`` is called before
+    every write."""
+    sqlite = Path(target).suffix == ".sqlite"
     # a failure inside is an OutputError naming the file
-    with written(Path(target), flag) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
-        db = ZipWriter(z, tmp.parent, check)
+    with written(Path(target), flag) as tmp, _container(tmp, sqlite, check) as db:
         db.meta, db.source, db.warnings = dict(meta or {}), source, list(warnings or [])
         try:
             yield db
             db._finish()
         finally:
             db._discard()
+
+
+@contextmanager
+def _container(tmp: Path, sqlite: bool, check: Callable[[], None] | None) -> Iterator[DldbWriter]:
+    """The writer of the temporary file ``tmp``: a zip, or an SQLite database whose full disk
+    is raised as any other file's (``written`` makes it the usual one line)."""
+    if not sqlite:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
+            yield ZipWriter(z, tmp.parent, check)
+        return
+    import sqlite3
+
+    conn = sqlite3.connect(tmp)
+    try:
+        for pragma in DLDB_PRAGMAS:
+            conn.execute(f"PRAGMA {pragma}")
+        conn.execute(f"CREATE TABLE {DLDB_TABLE} (name TEXT PRIMARY KEY, data BLOB)")
+        yield DldbWriter(conn, tmp.parent, check)
+    except sqlite3.OperationalError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code != sqlite3.SQLITE_FULL and "disk is full" not in str(exc):
+            raise
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp)) from exc
+    finally:
+        conn.close()
 
 
 def _frame_bytes(entries: dict[str, bytes], name: str) -> bytes:
@@ -625,7 +615,6 @@ __all__ = [
     "is_dldb",
     "is_jlprof_db",
     "load_trace",
-    "open_dldb",
     "open_store",
     "pd",
     "read_any",
