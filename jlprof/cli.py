@@ -172,7 +172,7 @@ def _run(
     beyond = _beyond_dlprof(reports)
     if _windowed(args, db, [r for r in beyond if r in EVERY_ROW], say):
         try:
-            prof = _load_windowed(db, args, say, bar, formats, out, dldb, "iteration" in reports)
+            prof = _load_windowed(db, args, say, bar, formats, out, dldb, reports)
         except BaseException:
             for job in dldb:
                 job.cancel()
@@ -390,7 +390,7 @@ def _load_windowed(
     formats: list[str],
     out: Path,
     dldb: list[InThread[Path]],
-    iteration: bool,
+    reports: list[str],
 ):
     """The profile of ``db`` by the windowed engine, the iteration report written as its
     windows are read and DLProf's database (and --save_db's) beside them (jobs in ``dldb``,
@@ -423,7 +423,8 @@ def _load_windowed(
         return load_windowed(
             db,
             **_analysis_options(args, bar),
-            iteration_files=files if iteration else None,
+            iteration_files=files if "iteration" in reports else None,
+            launch_stats="launch_stats" in reports,
             on_read=read,
             on_run=planned,
         )

@@ -305,6 +305,7 @@ def load_windowed(
     calls_per_window: int | None = None,
     on_read: Callable[[Any], Any] | None = None,
     on_run: Callable[[Any], Any] | None = None,
+    launch_stats: bool = False,
 ) -> Profile:
     """:func:`load` for an nsys SQLite export too big to hold: the API calls and GPU work are
     read and correlated window by window (docs/windowed-engine.md) and only the aggregates
@@ -316,6 +317,8 @@ def load_windowed(
     once its range pass is done). ``on_run`` is called with the
     :class:`~jlprof.engine.windowed.windowed_run.WindowedRun` once it is planned, before its
     windows, and returns the sinks each window is given to (``put(k, window)``, then ``done()``).
+    ``launch_stats``: the kernel launches are kept, window by window, for the launch_stats
+    report (about 100 bytes a launch); else the profile refuses that report.
     The profile's reports equal :func:`load`'s; it has no per-row frames (no dashboard
     timeline, no ``save``).
 
@@ -347,8 +350,9 @@ def load_windowed(
     sinks = list(on_run(run) or []) if on_run is not None else []
     say = progress or (lambda _m: None)
     files = iteration_files() if iteration_files is not None else nullcontext((None, []))
+    launches: list | None = [] if launch_stats else None
     try:
-        early = _windows(run, files, lo, hi, say, sinks)
+        early = _windows(run, files, lo, hi, say, sinks, launches)
     except (CarryBroken, GroupPartsInexact) as exc:  # no file kept: the whole path again
         raise Unsuitable(str(exc)) from exc
     trace, c, m = run.finish()
@@ -366,13 +370,19 @@ def load_windowed(
         parts=parts,
     )
     prof.written_early = early
+    if launches is not None:
+        from jlprof.engine.analyses.launch import in_start_order
+
+        prof.window_launches = in_start_order(launches, prof.iterations)
     return prof
 
 
-def _windows(run, files, lo: int, hi: int, say, sinks: list) -> dict[str, list]:
+def _windows(run, files, lo: int, hi: int, say, sinks: list, launches: list | None) -> dict:
     """Read and correlate every window of ``run``, writing the iteration report's rows
-    (iterations ``lo..hi``) into ``files`` as they come and giving each window to ``sinks``
-    (``put(k, window)``, then ``done()``); the reports written, by name."""
+    (iterations ``lo..hi``) into ``files`` as they come, giving each window to ``sinks``
+    (``put(k, window)``, then ``done()``) and its kernel launches to ``launches`` (unless
+    None); the reports written, by name."""
+    from jlprof.engine.analyses.launch import launch_rows
     from jlprof.reports import tables
 
     early: dict[str, list] = {}
@@ -382,6 +392,10 @@ def _windows(run, files, lo: int, hi: int, say, sinks: list) -> dict[str, list]:
             say(f"correlating window {k + 1} of {run.n_windows}")
             for sink in sinks:
                 sink.put(k, win)
+            if launches is not None:
+                launches.append(
+                    launch_rows(win.gpu, win.api, res.gpu_api, res.gpu_call, win.gpu_index)
+                )
             if write is not None:
                 if ops is None:
                     ops = run.work.report_ops(win.gpu["name"].cat.categories)

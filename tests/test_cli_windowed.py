@@ -565,32 +565,47 @@ def test_a_strided_convs_flops_by_windows_are_the_whole_runs(tmp_path):
 
 def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
     """jlprof's analyses that read no row (iteration outliers, GPU metrics samples, the
-    roofline) are written by windows, each file the whole run's, GPU metrics samples
-    included; those that read every row (idle causes, launch statistics, PyProf's table)
-    send the command to the whole trace, and a windowed profile refuses them (and an ncu
-    report to join) in one line."""
+    roofline) and the launch statistics (from the launches kept window by window, put back
+    in start order) are written by windows, each file the whole run's, GPU metrics samples
+    included; those that read every row (idle causes, PyProf's table) send the command to the
+    whole trace, and a windowed profile refuses them, launch statistics it did not keep and
+    an ncu report to join, in one line."""
+    import pandas as pd
+
+    from jlprof.engine.analyses.launch import launches
     from jlprof.errors import AnalysisError
-    from jlprof.profile import load_windowed
+    from jlprof.profile import load, load_windowed
     from tests.test_gpu_metrics import _new_layout
 
     monkeypatch.setattr(windowed_run, "WINDOW_CALLS", 3)
     runs = _windowed_runs(monkeypatch)
     db = small_training_export(tmp_path / "loop.sqlite", steps=6)
     assert len(_new_layout(db)) > 0
-    aggregates = "--reports=iteration_outliers,gpu_metrics,roofline"
+    aggregates = "--reports=iteration_outliers,gpu_metrics,roofline,launch_stats"
     for windowed in ("false", "true"):
         _run(db, "optimizer_step", tmp_path / windowed, windowed, (aggregates,))
     assert len(runs) == 1 and runs[0] > 1
     names = sorted(p.name for p in (tmp_path / "false").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "true").iterdir())
-    assert {"dlprof_gpu_metrics.csv", "dlprof_roofline.json"} <= set(names)
+    assert {"dlprof_gpu_metrics.csv", "dlprof_roofline.json", "dlprof_launch_stats.csv"} <= set(
+        names
+    )
     for name in names:
         assert (tmp_path / "true" / name).read_bytes() == (tmp_path / "false" / name).read_bytes()
-    _run(db, "optimizer_step", tmp_path / "rows", "true", ("--reports=launch_stats",))
-    assert len(runs) == 1  # the whole trace: launch statistics read every launch
+    _run(db, "optimizer_step", tmp_path / "rows", "true", ("--reports=idle_causes",))
+    assert len(runs) == 1  # the whole trace: idle causes read every row
+    kept = load_windowed(db, key_node="optimizer_step", launch_stats=True)
+    assert len(runs) == 2 and runs[1] > 1
+    whole = load(db, key_node="optimizer_step")
+    # every launch, in the whole trace's order, as the whole trace's rows give them
+    pd.testing.assert_frame_equal(
+        kept.window_launches, launches(whole.correlated, whole.iterations)
+    )
     prof = load_windowed(db, key_node="optimizer_step")
     for name in ("idle_causes", "launch_stats", "prof"):
         with pytest.raises(AnalysisError, match="load the trace whole"):
             prof.report(name)
+    with pytest.raises(AnalysisError, match="launch_stats=True"):
+        prof.launch_stats(per_launch=True)  # not an empty frame
     with pytest.raises(AnalysisError, match=r"load the trace whole \(jlprof.load\)"):
         prof.attach_ncu(tmp_path / "any.ncu-rep")  # refused before the file is read

@@ -183,6 +183,9 @@ class Analysis:
             # reports already written while the trace was read (the windowed engine's
             # iteration report): their paths, by report name
             self.written_early: dict[str, list] = {}
+            # the kernel launches the windowed engine kept for the launch_stats report
+            # (engine.analyses.launch.launch_rows, window by window); None: not kept
+            self.window_launches: pd.DataFrame | None = None
             self.key_node_given = key_node is not None
             say("finding iterations")
             self.key_node: str | None = self._resolve_key_node(key_node)

@@ -28,35 +28,53 @@ from jlprof.engine.correlate.correlate import Correlated
 
 def launches(c: Correlated, it: Iterations) -> pd.DataFrame:
     """One row per traced kernel launch, in kernel start order: see the module docstring."""
-    g = c.gpu
-    a = c.api
-    g_api = g["api"].to_numpy(np.int64)
-    rows = np.flatnonzero((g["kind"] == "kernel").to_numpy(bool) & (g_api >= 0))
-    gs = g["start_ns"].to_numpy(np.int64)[rows]
-    ge = g["end_ns"].to_numpy(np.int64)[rows]
-    ai = g_api[rows]
-    a_s = a["start_ns"].to_numpy(np.int64)[ai]
-    a_e = a["end_ns"].to_numpy(np.int64)[ai]
-    out = pd.DataFrame(
+    g_api = c.gpu["api"].to_numpy(np.int64)
+    rows = np.arange(len(g_api), dtype=np.int64)
+    return in_start_order([launch_rows(c.gpu, c.api, g_api, g_api, rows)], it)
+
+
+def launch_rows(
+    gpu: pd.DataFrame, api: pd.DataFrame, gpu_api: np.ndarray, call: np.ndarray, row: np.ndarray
+) -> pd.DataFrame:
+    """The traced kernel launches among ``gpu``'s rows, in their order, without iterations:
+    the whole trace's, or one window's (the windowed engine keeps no GPU row past its
+    window). ``gpu_api``: each GPU row's launching call in the whole trace (< 0: none);
+    ``call``: that call's row in ``api``; ``row``: the GPU row's in the whole trace."""
+    rows = np.flatnonzero((gpu["kind"] == "kernel").to_numpy(bool) & (gpu_api >= 0))
+    gs = gpu["start_ns"].to_numpy(np.int64)[rows]
+    ge = gpu["end_ns"].to_numpy(np.int64)[rows]
+    ai = call[rows]
+    a_s = api["start_ns"].to_numpy(np.int64)[ai]
+    a_e = api["end_ns"].to_numpy(np.int64)[ai]
+    names = api["name"]
+    api_ns, kernel_ns = a_e - a_s, ge - gs
+    return pd.DataFrame(
         {
-            "gpu_row": rows,
-            "kernel": g["long_name"].cat.codes.to_numpy(np.int64)[rows],
-            "device_id": g["device_id"].to_numpy(np.int64)[rows],
-            "iteration": it.of(gs),
+            "gpu_row": row[rows],
+            "kernel": gpu["long_name"].cat.codes.to_numpy(np.int64)[rows],
+            "device_id": gpu["device_id"].to_numpy(np.int64)[rows],
             "api_start_ns": a_s,
             "start_ns": gs,
-            "api_ns": a_e - a_s,
-            "kernel_ns": ge - gs,
+            "api_ns": api_ns,
+            "kernel_ns": kernel_ns,
             "latency_ns": gs - a_s,
             "queue_ns": np.maximum(gs - a_e, 0),
+            "api_name": pd.Categorical.from_codes(
+                names.cat.codes.to_numpy()[ai], names.cat.categories
+            ),
+            "launch_bound": kernel_ns < api_ns,
         }
     )
-    names = a["name"]
-    out["api_name"] = pd.Categorical.from_codes(
-        names.cat.codes.to_numpy()[ai], names.cat.categories
-    )
-    out["launch_bound"] = out["kernel_ns"].to_numpy() < out["api_ns"].to_numpy()
-    return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def in_start_order(parts: list[pd.DataFrame], it: Iterations) -> pd.DataFrame:
+    """:func:`launch_rows` parts as one frame in kernel start order (whole-trace row order
+    among equal starts), each launch with the iteration it started in."""
+    out = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    order = np.lexsort((out["gpu_row"].to_numpy(), out["start_ns"].to_numpy()))
+    out = out.take(order).reset_index(drop=True)
+    out.insert(3, "iteration", it.of(out["start_ns"].to_numpy()))
+    return out
 
 
 def in_range(lf: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
@@ -114,4 +132,4 @@ def launch_summary(lf: pd.DataFrame, long_names: np.ndarray) -> pd.DataFrame:
     return out[cols]
 
 
-__all__ = ["OUTLIER_K", "in_range", "launch_summary", "launches"]
+__all__ = ["OUTLIER_K", "in_range", "in_start_order", "launch_rows", "launch_summary", "launches"]
