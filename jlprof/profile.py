@@ -68,14 +68,9 @@ class Profile(Analysis):
         kernels.md): the kernel report gains the measured columns and says how its Tensor Core
         verdict was made. Returns the launches with ``gpu_row`` (-1: not in this trace)."""
         from jlprof.engine.analyses import ncu as engine_ncu
-        from jlprof.errors import AnalysisError
         from jlprof.nsys import ncu
 
-        if self.parts is not None:
-            raise AnalysisError(
-                "a profile read by windows keeps no GPU rows to join an ncu report to: load "
-                "the trace whole (jlprof.load) for it."
-            )
+        self.require_rows("joining an ncu report")
         launches = ncu.read_ncu_report(path, via=via)
         c = self.correlated
         gpu = c.gpu

@@ -607,5 +607,7 @@ def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
             prof.report(name)
     with pytest.raises(AnalysisError, match="launch_stats=True"):
         prof.launch_stats(per_launch=True)  # not an empty frame
+    with pytest.raises(AnalysisError, match="load the trace whole"):
+        prof.idle_causes(by="gpu")  # not past the report's name: where the rows are read
     with pytest.raises(AnalysisError, match=r"load the trace whole \(jlprof.load\)"):
         prof.attach_ncu(tmp_path / "any.ncu-rep")  # refused before the file is read

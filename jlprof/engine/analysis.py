@@ -301,6 +301,16 @@ class Analysis:
         """GPU activities in the profile (kernels, copies, memsets)."""
         return self.parts.n_gpu if self.parts is not None else len(self.correlated.gpu)
 
+    def require_rows(self, what: str, other_way: str = "") -> None:
+        """Refuse ``what`` on a profile read by windows (``parts``): it reads every GPU row,
+        which such a profile does not keep. ``other_way``: a further way out, after the one
+        every refusal names."""
+        if self.parts is not None:
+            raise AnalysisError(
+                f"{what} reads every GPU row, which a profile read by windows does not keep: "
+                f"load the trace whole (jlprof.load) for it{other_way}."
+            )
+
     def busy_ns_per_device(self) -> dict[int, int]:
         """Summed GPU-work time per device id (int ns): the GPU rows', or the windows' sums
         when the rows are gone (``parts``). No rows: empty."""
@@ -386,11 +396,7 @@ class Analysis:
         cube = self._cubes.get(self.key_node)
         if cube is not None:
             return cube.gpu_iter
-        if self.parts is not None:
-            raise AnalysisError(
-                "this profile was read by windows: its GPU rows are gone (each one's launch "
-                "iteration with them); load it whole (windowed=False) to list them."
-            )
+        self.require_rows("each GPU row's launch iteration")
         it = self.iterations
         return self.once(
             f"gpu_iter:{self.key_node}", lambda: launch_iterations(self.correlated, it)

@@ -26,7 +26,6 @@ from jlprof.engine.analyses import flops as fl
 from jlprof.engine.analyses.idle import CAUSE_LABELS, CAUSES, idle_causes
 from jlprof.engine.analyses.launch import in_range, launch_summary, launches
 from jlprof.engine.analyses.outliers import OUTLIER_K, iteration_outliers, partial_mask, steady
-from jlprof.errors import AnalysisError
 from jlprof.reports.roofline import op_roofline, profile_gpu
 from jlprof.reports.tables import kernel_frame, op_frame, take_categorical
 
@@ -59,6 +58,7 @@ def gpu_metrics_report(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
 
 def idle_frame(p: Analysis) -> pd.DataFrame:
     """The engine's per (lane, iteration) idle partition for the current key node (cached)."""
+    p.require_rows("the idle_causes report")
     return p.once(f"idle:{p.key_node}", lambda: idle_causes(p.correlated, p.iterations))
 
 
@@ -97,14 +97,9 @@ def idle_by_gpu(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
 def launch_frame(p: Analysis) -> pd.DataFrame:
     """Every traced kernel launch (``engine.analyses.launch.launches``), cached per key node;
     a windowed profile's, kept window by window."""
-    if p.parts is not None:
-        if p.window_launches is None:
-            raise AnalysisError(
-                "the launch_stats report reads every kernel launch, which a profile read by "
-                "windows keeps only when asked: load the trace whole (jlprof.load) for it, or "
-                "by windows with launch_stats=True."
-            )
+    if p.window_launches is not None:
         return p.window_launches
+    p.require_rows("the launch_stats report", ", or by windows with launch_stats=True")
     return p.once(f"launches:{p.key_node}", lambda: launches(p.correlated, p.iterations))
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from jlprof.engine.memory import heavy_stage
 from jlprof.errors import AnalysisError
-from jlprof.reports import ALIASES, EVERY_ROW, REPORT_NAMES, analyses, prof, tables
+from jlprof.reports import ALIASES, REPORT_NAMES, analyses, prof, tables
 from jlprof.reports.expert import run_all
 
 if TYPE_CHECKING:
@@ -40,11 +40,6 @@ def report(
     name = ALIASES.get(name, name)
     if name not in REPORT_NAMES:
         raise AnalysisError(f"unknown report {name!r}; choose from {', '.join(REPORT_NAMES)}.")
-    if name in EVERY_ROW and p.parts is not None:
-        raise AnalysisError(
-            f"the {name} report reads every GPU row, which a profile read by windows does not "
-            "keep: load the trace whole (jlprof.load) for it."
-        )
     lo, hi = p.range_of(iter_start, iter_stop)
     with heavy_stage():
         return BUILDERS[name](p, lo, hi)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from jlprof.engine.analyses.flops import conv_params, op_kind
 from jlprof.engine.correlate.framework_names import TENSORFLOW
 from jlprof.engine.correlate.ops import abs_path, parse_forms
 from jlprof.engine.correlate.tensorcore import op_type_tc_eligible
@@ -505,8 +506,6 @@ def _conv_params(
     for the others: what the roofline reads of the texts, decoded here while they are at
     hand (a handful of texts, one per conv op; the windowed run lets the texts go after this
     pass). Without conv ops nothing per range is made (this pass holds the run's peak)."""
-    from jlprof.engine.analyses.flops import conv_params, op_kind
-
     out = np.full(len(ops), "", dtype=object)
     conv = np.array([op_kind(t) == "conv" for t in ops["op_type"].astype(str)], dtype=bool)
     if not conv.any() or not len(r_label):
