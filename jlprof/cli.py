@@ -425,6 +425,7 @@ def _load_windowed(
             **_analysis_options(args, bar),
             iteration_files=files if "iteration" in reports else None,
             launch_stats="launch_stats" in reports,
+            idle_causes="idle_causes" in reports,
             on_read=read,
             on_run=planned,
         )

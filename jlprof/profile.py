@@ -301,6 +301,7 @@ def load_windowed(
     on_read: Callable[[Any], Any] | None = None,
     on_run: Callable[[Any], Any] | None = None,
     launch_stats: bool = False,
+    idle_causes: bool = False,
 ) -> Profile:
     """:func:`load` for an nsys SQLite export too big to hold: the API calls and GPU work are
     read and correlated window by window (docs/windowed-engine.md) and only the aggregates
@@ -314,6 +315,8 @@ def load_windowed(
     windows, and returns the sinks each window is given to (``put(k, window)``, then ``done()``).
     ``launch_stats``: the kernel launches are kept, window by window, for the launch_stats
     report (about 100 bytes a launch); else the profile refuses that report.
+    ``idle_causes``: the idle_causes report is summed as the windows come (it is the only
+    key node's; else the profile refuses that report).
     The profile's reports equal :func:`load`'s; it has no per-row frames (no dashboard
     timeline, no ``save``).
 
@@ -338,6 +341,7 @@ def load_windowed(
         use_connectorx=use_connectorx,
         progress=progress,
         on_read=on_read,
+        device_pairs=idle_causes,
     )
     lo, hi = check_range(run.iterations.count, iter_start, iter_stop)
     parts = run.start_parts(lo, hi)  # the cube's GPU figures, summed as the windows come
@@ -346,8 +350,9 @@ def load_windowed(
     say = progress or (lambda _m: None)
     files = iteration_files() if iteration_files is not None else nullcontext((None, []))
     launches: list | None = [] if launch_stats else None
+    idle = run.idle_parts() if idle_causes else None
     try:
-        early = _windows(run, files, lo, hi, say, sinks, launches)
+        early = _windows(run, files, lo, hi, say, sinks, launches, idle)
     except (CarryBroken, GroupPartsInexact) as exc:  # no file kept: the whole path again
         raise Unsuitable(str(exc)) from exc
     trace, c, m = run.finish()
@@ -369,14 +374,19 @@ def load_windowed(
         from jlprof.engine.analyses.launch import in_start_order
 
         prof.window_launches = in_start_order(launches, prof.iterations)
+    if idle is not None:
+        prof.window_idle = idle.frame(prof.iterations)
     return prof
 
 
-def _windows(run, files, lo: int, hi: int, say, sinks: list, launches: list | None) -> dict:
+def _windows(
+    run, files, lo: int, hi: int, say, sinks: list, launches: list | None, idle=None
+) -> dict:
     """Read and correlate every window of ``run``, writing the iteration report's rows
     (iterations ``lo..hi``) into ``files`` as they come, giving each window to ``sinks``
-    (``put(k, window)``, then ``done()``) and its kernel launches to ``launches`` (unless
-    None); the reports written, by name."""
+    (``put(k, window)``, then ``done()``), its kernel launches to ``launches`` and it to
+    ``idle`` (:class:`~jlprof.engine.windowed.idle_parts.IdleParts`; each unless None); the
+    reports written, by name."""
     from jlprof.engine.analyses.launch import launch_rows
     from jlprof.reports import tables
 
@@ -391,6 +401,8 @@ def _windows(run, files, lo: int, hi: int, say, sinks: list, launches: list | No
                 launches.append(
                     launch_rows(win.gpu, win.api, res.gpu_api, res.gpu_call, win.gpu_index)
                 )
+            if idle is not None:
+                idle.add(win, res)
             if write is not None:
                 if ops is None:
                     ops = run.work.report_ops(win.gpu["name"].cat.categories)

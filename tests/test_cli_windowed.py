@@ -282,6 +282,28 @@ def test_analyses_beyond_dlprof_read_the_whole_trace_when_they_read_every_row(tm
             assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), (name, f)
 
 
+@pytest.mark.parametrize("calls", [3, 1000])
+def test_idle_causes_by_windows_are_the_whole_runs(tmp_path, monkeypatch, calls):
+    """The idle_causes report summed window by window (engine.windowed.idle_parts) is the
+    whole run's file on every export: fixtures (a CPU-only one among them) and the real
+    traces, by windows of a few calls and of many."""
+    monkeypatch.setattr(windowed_run, "WINDOW_CALLS", calls)
+    runs = _windowed_runs(monkeypatch)
+    for n, (db, key) in enumerate(_exports(tmp_path)):
+        files = []
+        for windowed in ("false", "true"):
+            out = tmp_path / f"{windowed}{n}"
+            args = [f"--database={db}", "--reports=idle_causes", "--dldb=false",
+                    f"--output_path={out}", f"--windowed={windowed}", "-v", "quiet"]  # fmt: skip
+            assert main(args + ([f"--key_node={key}"] if key else [])) == 0
+            files.append((out / "dlprof_idle_causes.csv").read_bytes())
+        assert files[0] == files[1], db.name
+        assert files[0].count(b"\n") > 1
+    # every export by windows, but the rich fixture by windows of 3 calls: it stores a call
+    # late, among a later window's calls (windows.Misplaced sends it to the whole trace)
+    assert len(runs) == n + 1 - (calls == 3), runs
+
+
 def test_auto_reads_by_windows_only_when_memory_is_short(tmp_path, monkeypatch, capsys):
     """``--windowed auto`` (the default) keeps the faster whole-trace path while the trace
     fits in half the memory available, and reads by windows past it."""
@@ -567,9 +589,9 @@ def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
     """jlprof's analyses that read no row (iteration outliers, GPU metrics samples, the
     roofline) and the launch statistics (from the launches kept window by window, put back
     in start order) are written by windows, each file the whole run's, GPU metrics samples
-    included; those that read every row (idle causes, PyProf's table) send the command to the
-    whole trace, and a windowed profile refuses them, launch statistics it did not keep and
-    an ncu report to join, in one line."""
+    included, and the idle causes (summed as the windows come); PyProf's table, which reads
+    every row, sends the command to the whole trace; a windowed profile refuses it, launch
+    statistics and idle causes it did not keep and an ncu report to join, in one line."""
     import pandas as pd
 
     from jlprof.engine.analyses.launch import launches
@@ -581,33 +603,31 @@ def test_the_analyses_from_aggregates_run_by_windows(tmp_path, monkeypatch):
     runs = _windowed_runs(monkeypatch)
     db = small_training_export(tmp_path / "loop.sqlite", steps=6)
     assert len(_new_layout(db)) > 0
-    aggregates = "--reports=iteration_outliers,gpu_metrics,roofline,launch_stats"
+    aggregates = "--reports=iteration_outliers,gpu_metrics,roofline,launch_stats,idle_causes"
     for windowed in ("false", "true"):
         _run(db, "optimizer_step", tmp_path / windowed, windowed, (aggregates,))
     assert len(runs) == 1 and runs[0] > 1
     names = sorted(p.name for p in (tmp_path / "false").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "true").iterdir())
-    assert {"dlprof_gpu_metrics.csv", "dlprof_roofline.json", "dlprof_launch_stats.csv"} <= set(
-        names
-    )
+    assert {"dlprof_gpu_metrics.csv", "dlprof_roofline.json", "dlprof_launch_stats.csv",
+            "dlprof_idle_causes.csv"} <= set(names)  # fmt: skip
     for name in names:
         assert (tmp_path / "true" / name).read_bytes() == (tmp_path / "false" / name).read_bytes()
-    _run(db, "optimizer_step", tmp_path / "rows", "true", ("--reports=idle_causes",))
-    assert len(runs) == 1  # the whole trace: idle causes read every row
-    kept = load_windowed(db, key_node="optimizer_step", launch_stats=True)
+    kept = load_windowed(db, key_node="optimizer_step", launch_stats=True, idle_causes=True)
     assert len(runs) == 2 and runs[1] > 1
     whole = load(db, key_node="optimizer_step")
     # every launch, in the whole trace's order, as the whole trace's rows give them
     pd.testing.assert_frame_equal(
         kept.window_launches, launches(whole.correlated, whole.iterations)
     )
+    pd.testing.assert_frame_equal(kept.idle_causes(by="gpu"), whole.idle_causes(by="gpu"))
     prof = load_windowed(db, key_node="optimizer_step")
     for name in ("idle_causes", "launch_stats", "prof"):
         with pytest.raises(AnalysisError, match="load the trace whole"):
             prof.report(name)
     with pytest.raises(AnalysisError, match="launch_stats=True"):
         prof.launch_stats(per_launch=True)  # not an empty frame
-    with pytest.raises(AnalysisError, match="load the trace whole"):
+    with pytest.raises(AnalysisError, match="idle_causes=True"):
         prof.idle_causes(by="gpu")  # not past the report's name: where the rows are read
     with pytest.raises(AnalysisError, match=r"load the trace whole \(jlprof.load\)"):
         prof.attach_ncu(tmp_path / "any.ncu-rep")  # refused before the file is read

@@ -186,6 +186,9 @@ class Analysis:
             # the kernel launches the windowed engine kept for the launch_stats report
             # (engine.analyses.launch.launch_rows, window by window); None: not kept
             self.window_launches: pd.DataFrame | None = None
+            # the idle_causes figures the windowed engine summed (engine.windowed.idle_parts),
+            # for its one key node; None: not summed
+            self.window_idle: pd.DataFrame | None = None
             self.key_node_given = key_node is not None
             say("finding iterations")
             self.key_node: str | None = self._resolve_key_node(key_node)

@@ -23,8 +23,8 @@ ANALYSES = ("idle_causes", "launch_stats", "iteration_outliers", "roofline", "gp
 OTHER_TOOLS = ("prof",)
 # the reports that read every GPU row or API call, which a windowed profile does not keep
 # (jlprof.profile.load_windowed): the command reads the whole trace for them (launch_stats
-# reads the launches, which the windowed engine keeps when asked)
-EVERY_ROW = ("idle_causes", "prof")
+# and idle_causes are made by the windowed engine when asked)
+EVERY_ROW = ("prof",)
 # what --reports accepts (guide §10.1.1 calls the op type report "node_op", ch. 15 "op_type";
 # a report's file is named after the word given, guide §10.1.3)
 REPORT_NAMES = (*REPORTS[:5], "node_op", *REPORTS[5:], *ANALYSES, *OTHER_TOOLS)

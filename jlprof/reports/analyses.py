@@ -57,8 +57,11 @@ def gpu_metrics_report(p: Analysis, lo: int, hi: int) -> pd.DataFrame:
 
 
 def idle_frame(p: Analysis) -> pd.DataFrame:
-    """The engine's per (lane, iteration) idle partition for the current key node (cached)."""
-    p.require_rows("the idle_causes report")
+    """The engine's per (lane, iteration) idle partition for the current key node (cached);
+    a windowed profile's, summed window by window."""
+    if p.window_idle is not None:
+        return p.window_idle
+    p.require_rows("the idle_causes report", ", or by windows with idle_causes=True")
     return p.once(f"idle:{p.key_node}", lambda: idle_causes(p.correlated, p.iterations))
 
 

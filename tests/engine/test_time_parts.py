@@ -40,7 +40,7 @@ def _fed(s, carried: list[int] | None = None) -> pd.DataFrame:
     for w in s.windows:
         tp.add(w)
         if carried is not None:
-            carried.append(sum(len(p[0]) for p in tp.carry))
+            carried.append(sum(len(p[0]) for p in tp.u.carry))
     return tp.time_iter()
 
 
@@ -216,7 +216,7 @@ def test_random_overlapping_work_against_the_whole_trace(seed):
     carried = []
     for w in windows:
         parts.add(w)
-        carried.append(sum(len(p[0]) for p in parts.carry))
+        carried.append(sum(len(p[0]) for p in parts.u.carry))
     pd.testing.assert_frame_equal(parts.time_iter(), ref)
     assert max(carried[:-1]) > 0
     assert ref.index.get_level_values("lane").max() == 3  # 2, 0, 7 listed; 5 not

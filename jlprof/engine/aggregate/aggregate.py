@@ -1366,13 +1366,20 @@ def gpu_lanes(c: Correlated) -> tuple[np.ndarray, list[str]]:
     kernels on a device the export does not list get a lane of their own.
     """
     gpus = c.trace.gpus
-    dev = c.gpu["device_id"].to_numpy(np.int64)
-    known = pd.Index(gpus["cu_device"].to_numpy(np.int64))
+    lane, unknown = device_lanes(gpus["cu_device"], c.gpu["device_id"])
+    return lane, lane_labels(gpus, unknown)
+
+
+def device_lanes(listed: Iterable[int], dev: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Lane of each device ``dev``: its place among the ``listed`` GPUs, else after them by
+    id; and those unlisted devices, sorted."""
+    known = pd.Index(np.asarray(listed, np.int64))
+    dev = np.asarray(dev, np.int64)
     lane = known.get_indexer(dev)
     unknown = np.unique(dev[lane < 0])
-    for k, d in enumerate(unknown):
-        lane[dev == d] = len(known) + k
-    return lane.astype(np.int64), lane_labels(gpus, unknown)
+    miss = lane < 0
+    lane[miss] = len(known) + np.searchsorted(unknown, dev[miss])
+    return lane.astype(np.int64), unknown
 
 
 def lane_labels(gpus: pd.DataFrame, unknown: Iterable[int]) -> list[str]:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from jlprof.engine.aggregate import intervals
-from jlprof.engine.aggregate.aggregate import dataloader_ops, gpu_lanes
+from jlprof.engine.aggregate.aggregate import _cumulative_union, dataloader_ops, gpu_lanes
 from jlprof.engine.aggregate.iterations import Iterations
 from jlprof.engine.correlate.correlate import Correlated
 from jlprof.engine.read.trace import GLOBAL_PID_MASK
@@ -49,81 +49,82 @@ CAUSE_LABELS = {
 }
 
 
-def _per_lane(
-    pid: np.ndarray, start: np.ndarray, end: np.ndarray, pairs: pd.DataFrame
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Host intervals of process ``pid`` replicated onto every lane that process uses."""
-    if len(pid) == 0 or pairs.empty:
-        z = np.zeros(0, np.int64)
-        return z, z, z
-    rows = pd.DataFrame({"pid": pid, "row": np.arange(len(pid))}).merge(pairs, on="pid")
-    r = rows["row"].to_numpy(np.int64)
-    return rows["lane"].to_numpy(np.int64), start[r], end[r]
+Pieces = tuple[np.ndarray, np.ndarray, np.ndarray]  # (lane, start, end)
 
 
-def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
-    """Per (lane, iteration): ``wall``, ``busy`` (kernel union), ``idle``, :data:`CAUSES` (ns)."""
-    lane, labels = gpu_lanes(c)
-    n_lanes = max(len(labels), 1)
-    g = c.gpu
-    gs, ge = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
-    ge = np.maximum(ge, gs)
-    is_kernel = (g["kind"] == "kernel").to_numpy(bool)
-    g_pid = g["global_pid"].to_numpy(np.int64)
-    pairs = pd.DataFrame({"pid": g_pid, "lane": lane}).drop_duplicates()
+class ProcessLanes:
+    """Which lanes (GPUs) each process launched work on: a process's host intervals count
+    on every one of them."""
 
-    api = c.api
-    a_s, a_e = api["start_ns"].to_numpy(np.int64), api["end_ns"].to_numpy(np.int64)
-    a_pid = api["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK
-    names = api["name"].cat.categories.to_series().astype(str)
-    is_sync = names.str.match(SYNC_API).to_numpy(bool)[api["name"].cat.codes.to_numpy()]
-    is_sync &= api["name"].cat.codes.to_numpy() >= 0
+    def __init__(self, pid: np.ndarray, lane: np.ndarray) -> None:
+        """``pid``, ``lane``: per GPU row (or per distinct pair) its process and lane."""
+        pairs = pd.DataFrame({"pid": np.asarray(pid, np.int64), "lane": np.asarray(lane, np.int64)})
+        pairs = pairs.drop_duplicates().sort_values(["pid", "lane"], kind="stable")
+        self.pid, first = np.unique(pairs["pid"].to_numpy(np.int64), return_index=True)
+        self.first = first
+        self.count = np.diff(np.append(first, len(pairs)))
+        self.lane = pairs["lane"].to_numpy(np.int64)
 
-    inst = c.inst
-    real = ~inst["synthetic"].to_numpy(bool)
-    i_s, i_e = inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64)
-    i_pid = inst["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK
-    is_dl = dataloader_ops(c.ops)
-    dl = real & is_dl[inst["op"].to_numpy(np.int64)] if len(inst) else real
+    def spread(self, pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> Pieces:
+        """Intervals of processes ``pid`` replicated onto every lane their process uses
+        (none for a process that launched no GPU work)."""
+        pid = np.asarray(pid, np.int64)
+        at = np.searchsorted(self.pid, pid)
+        at = np.minimum(at, max(len(self.pid) - 1, 0))
+        ok = (self.pid[at] == pid) if len(self.pid) else np.zeros(len(pid), bool)
+        rows = np.flatnonzero(ok)
+        which, pos = intervals.expand_runs(self.first[at[rows]], self.count[at[rows]])
+        r = rows[which]
+        return self.lane[pos], np.asarray(start, np.int64)[r], np.asarray(end, np.int64)[r]
 
-    # queued: the launch call returned, the work has not started
-    g_api = g["api"].to_numpy(np.int64)
-    has = g_api >= 0
-    q_s = np.zeros(len(g_api), np.int64)  # no API table: nothing is ever seen queued
-    q_s[has] = a_e[g_api[has]]
-    queued = has & (q_s < gs)
-    host = real & (inst["parent"].to_numpy(np.int64) < 0)  # outermost ranges cover the rest
-    # a call inside a real range adds nothing to the host's busy union (aggregate._host_busy)
-    a_inst = api["inst"].to_numpy(np.int64)
-    free = ~((a_inst >= 0) & real[np.maximum(a_inst, 0)]) if len(real) else np.ones(len(a_s), bool)
 
-    cats = [
-        (lane[is_kernel], gs[is_kernel], ge[is_kernel]),
-        (lane[~is_kernel], gs[~is_kernel], ge[~is_kernel]),
-        _per_lane(a_pid[is_sync], a_s[is_sync], a_e[is_sync], pairs),
-        _per_lane(i_pid[dl], i_s[dl], i_e[dl], pairs),
-        (lane[queued], q_s[queued], gs[queued]),
-        _per_lane(
-            np.concatenate([a_pid[free], i_pid[host]]),
-            np.concatenate([a_s[free], i_s[host]]),
-            np.concatenate([a_e[free], i_e[host]]),
-            pairs,
-        ),
-    ]
-    n_it = it.count
-    ngroups = n_lanes * n_it
-    cum = np.zeros((len(cats) + 1, ngroups), dtype=np.int64)
-    acc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    for k, (cl, cs, ce) in enumerate(cats):
-        cl, cs, ce = intervals.merge(cl, cs, ce)  # fewer, longer pieces to split and re-merge
-        row, win, ps, pe = intervals.clip_to_windows(cs, ce, it.bounds_ns)
-        parts = [cl[row] * n_it + win, ps, pe]
-        if acc is not None:
-            parts = [np.concatenate([a, b]) for a, b in zip(acc, parts, strict=True)]
-        acc = intervals.merge(*parts)
-        gk, sk, ek = acc
-        cum[k + 1] = np.bincount(gk, weights=(ek - sk).astype(np.float64), minlength=ngroups)
-    wall = np.tile(it.durations_ns(), n_lanes).astype(np.int64)
+def gpu_pieces(
+    lane: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    is_kernel: np.ndarray,
+    call_end: np.ndarray,
+    launched: np.ndarray,
+) -> tuple[Pieces, Pieces, Pieces]:
+    """The GPU rows' causes: kernels (busy), copies (``memcpy``), and work queued (its
+    launching call, if ``launched``, returned at ``call_end`` before it started)."""
+    start = np.asarray(start, np.int64)
+    end = np.maximum(np.asarray(end, np.int64), start)
+    queued = launched & (call_end < start)
+    return (
+        (lane[is_kernel], start[is_kernel], end[is_kernel]),
+        (lane[~is_kernel], start[~is_kernel], end[~is_kernel]),
+        (lane[queued], call_end[queued], start[queued]),
+    )
+
+
+def is_sync(names: pd.Index) -> np.ndarray:
+    """Per API name (categories of ``Trace.api.name``): whether the call synchronises."""
+    return names.to_series().astype(str).str.match(SYNC_API).to_numpy(bool)
+
+
+def host_ranges(
+    op: np.ndarray, parent: np.ndarray, ops: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per real (NVTX) range: whether it is a data loader range (``dataloader``) and whether
+    it is outermost (the host's busy time, with the calls outside every range)."""
+    op = np.asarray(op, np.int64)
+    dl = dataloader_ops(ops)[op] if len(ops) else np.zeros(len(op), bool)
+    return dl, np.asarray(parent) < 0
+
+
+def cause_order(gpu: tuple[Pieces, Pieces, Pieces], sync: Pieces, dl: Pieces, host: Pieces):
+    """The pieces in :data:`CAUSES`' priority order (``other``'s queued part before
+    ``host_launch``), kernels first: prefix ``k``'s union is what causes ``0..k`` explain."""
+    kernels, copies, queued = gpu
+    return [kernels, copies, sync, dl, queued, host]
+
+
+def causes_frame(cum: np.ndarray, wall_per_it: np.ndarray, n_lanes: int) -> pd.DataFrame:
+    """The frame of :func:`idle_causes` from the prefix unions ``cum`` ((7, lane x
+    iteration): ``cum[k + 1]`` the union of :func:`cause_order`'s pieces ``0..k``)."""
+    n_it = len(wall_per_it)
+    wall = np.tile(np.asarray(wall_per_it, np.int64), n_lanes)
     d = np.diff(cum, axis=0)
     out = pd.DataFrame(
         {
@@ -144,4 +145,63 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     return out
 
 
-__all__ = ["CAUSES", "CAUSE_LABELS", "SYNC_API", "idle_causes"]
+def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
+    """Per (lane, iteration): ``wall``, ``busy`` (kernel union), ``idle``, :data:`CAUSES` (ns)."""
+    lane, labels = gpu_lanes(c)
+    n_lanes = max(len(labels), 1)
+    g = c.gpu
+    lanes = ProcessLanes(g["global_pid"].to_numpy(np.int64), lane)
+    api = c.api
+    a_s, a_e = api["start_ns"].to_numpy(np.int64), api["end_ns"].to_numpy(np.int64)
+    a_pid = api["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK
+    codes = api["name"].cat.codes.to_numpy()
+    sync = is_sync(api["name"].cat.categories)[codes] & (codes >= 0)
+    g_api = g["api"].to_numpy(np.int64)
+    launched = g_api >= 0
+    call_end = np.where(launched, a_e[np.maximum(g_api, 0)] if len(a_e) else 0, 0)
+
+    inst = c.inst
+    real = ~inst["synthetic"].to_numpy(bool)
+    i_s, i_e = inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64)
+    i_pid = inst["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK
+    dl, root = host_ranges(inst["op"].to_numpy(np.int64)[real], inst["parent"].to_numpy()[real],
+                           c.ops)  # fmt: skip
+    i_s, i_e, i_pid = i_s[real], i_e[real], i_pid[real]
+    # a call inside a real range adds nothing to the host's busy union (aggregate._host_busy)
+    a_inst = api["inst"].to_numpy(np.int64)
+    free = ~((a_inst >= 0) & real[np.maximum(a_inst, 0)]) if len(real) else np.ones(len(a_s), bool)
+    cats = cause_order(
+        gpu_pieces(
+            lane,
+            g["start_ns"].to_numpy(np.int64),
+            g["end_ns"].to_numpy(np.int64),
+            (g["kind"] == "kernel").to_numpy(bool),
+            call_end,
+            launched,
+        ),
+        lanes.spread(a_pid[sync], a_s[sync], a_e[sync]),
+        lanes.spread(i_pid[dl], i_s[dl], i_e[dl]),
+        lanes.spread(
+            np.concatenate([a_pid[free], i_pid[root]]),
+            np.concatenate([a_s[free], i_s[root]]),
+            np.concatenate([a_e[free], i_e[root]]),
+        ),
+    )
+    n_it = it.count
+    cum = np.zeros((len(cats) + 1, n_lanes * n_it), dtype=np.int64)
+    _cumulative_union(cats, it.bounds_ns, 0, n_it, cum)
+    return causes_frame(cum, it.durations_ns(), n_lanes)
+
+
+__all__ = [
+    "CAUSES",
+    "CAUSE_LABELS",
+    "SYNC_API",
+    "ProcessLanes",
+    "cause_order",
+    "causes_frame",
+    "gpu_pieces",
+    "host_ranges",
+    "idle_causes",
+    "is_sync",
+]

@@ -71,7 +71,7 @@ class CubeParts:
             )
         self.gpu_names = gpu_names
         self.times = TimeParts.of_ranges(
-            _open_ended(it),
+            open_ended(it),
             small.gpus,
             small.osrt,
             ranges.start_ns,
@@ -109,7 +109,7 @@ class CubeParts:
         only now: the run found its iterations from the ranges alone, and GPU work or calls
         may lie outside every range). Every piece lies between those two events, so the
         windows' open-ended edges clipped nothing that these would keep."""
-        inner = self.times.bounds[1:-1]
+        inner = self.times.u.bounds[1:-1]
         if not np.array_equal(inner, it.bounds_ns[1:-1]):
             raise AnalysisError("the windows' iterations are not the profile's")
         self.times.durations = it.durations_ns()
@@ -133,7 +133,7 @@ class CubeParts:
         self.groups.finish()
 
 
-def _open_ended(it: Iterations) -> Iterations:
+def open_ended(it: Iterations) -> Iterations:
     """``it`` with its first and last edges pushed out of any trace's times (kept apart from
     int64's ends, so that their differences do not overflow)."""
     bounds = np.asarray(it.bounds_ns, np.int64).copy()
@@ -142,4 +142,4 @@ def _open_ended(it: Iterations) -> Iterations:
     return Iterations(key_node=it.key_node, bounds_ns=bounds, instances=it.instances)
 
 
-__all__ = ["CubeParts"]
+__all__ = ["CubeParts", "open_ended"]

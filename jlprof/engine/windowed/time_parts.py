@@ -7,16 +7,9 @@ apply to every lane), clipped to each iteration. It reads every GPU row at once.
 same figures come from the windows' :class:`~jlprof.engine.windowed.windowed.GpuRows`, so no
 per-GPU-row column outlives its window.
 
-Why it is exact. For each lane and each category prefix ``k`` (categories ``0..k``) we keep
-the union of the pieces fed so far as merged, disjoint intervals. A window promises
-(``horizon_ns``) that no GPU row and no API call of a later window starts before the horizon,
-and the host pieces known up front (dataloader ranges, OS runtime calls, root ranges) are fed
-in start order up to the horizon, so nothing fed later starts before it either. A merged
-interval that ends at or before the horizon can therefore never grow (a later piece may only
-touch it at the horizon, which adds no length): it is final, and its length inside each
-iteration (:func:`aggregate._clip`) is added to the sums now. Only the merged intervals that
-end after the horizon are carried to the next window. Merging before clipping gives the same
-union length per iteration as the whole-trace path's clipping before merging.
+Why it is exact: :mod:`jlprof.engine.windowed.prefix_unions` (the host pieces known up front,
+dataloader ranges, OS runtime calls and root ranges, are fed in start order up to each
+window's horizon, so nothing fed later starts before it either).
 
 GPU rows that overlap no other GPU work (``isolated``) never join another piece of the GPU
 categories, so for the prefixes ``0..2`` their clipped lengths are added directly and never
@@ -29,10 +22,9 @@ row comes, in window ``w``; it had no GPU piece before window ``w - 1``'s horizo
 then its state is that of a lane with host pieces only. One such *host lane* is kept beside
 the others and copied (sums and carried pieces) when a device appears.
 
-Held between windows: the sums, ``lanes x 7 x iterations`` int64, and per prefix the carried
-merged pieces (lane, start, end: 24 bytes each), which are the work still in flight at the
-horizon; plus the host pieces known up front, merged once (16 bytes per merged dataloader
-range, OS runtime call and root range: the range pass holds those ranges anyway).
+Held between windows: :class:`PrefixUnions`'s sums and carried pieces, plus the host pieces
+known up front, merged once (16 bytes per merged dataloader range, OS runtime call and root
+range: the range pass holds those ranges anyway).
 """
 
 from __future__ import annotations
@@ -40,37 +32,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from jlprof.engine.aggregate import intervals
-from jlprof.engine.aggregate.aggregate import CATEGORIES, _clip, dataloader_ops, time_frame
+from jlprof.engine.aggregate.aggregate import CATEGORIES, dataloader_ops, time_frame
 from jlprof.engine.aggregate.iterations import Iterations
+from jlprof.engine.windowed.prefix_unions import (
+    NEVER,
+    Pieces,
+    PrefixUnions,
+    by_lane,
+    joined,
+    merged,
+)
 from jlprof.engine.windowed.windowed import CarryBroken, GpuRows
 
 _I64 = np.int64
-_EMPTY = np.zeros(0, _I64)
-_NONE3 = (_EMPTY, _EMPTY, _EMPTY)
 _N_GPU_CATS = 3  # tc, non_tc, memory: the GPU rows' categories; the rest are the host's
-_NEVER = np.iinfo(np.int64).max
-
-Pieces = tuple[np.ndarray, np.ndarray, np.ndarray]  # (lane, start, end)
-
-
-def _merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals as their union's disjoint pieces, sorted by start."""
-    _, s, e = intervals.merge(np.zeros(len(start), _I64), start, end)
-    return s, e
-
-
-def _cat(parts: list[Pieces]) -> Pieces:
-    parts = [p for p in parts if len(p[0])]
-    if not parts:
-        return _NONE3
-    if len(parts) == 1:
-        return parts[0]
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
-
-
-def _same(a: Pieces, b: Pieces) -> bool:
-    return a is b or all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 class TimeParts:
@@ -89,19 +64,14 @@ class TimeParts:
         ``dataloader``, ``osrt``, ``roots``: (start, end) of the real ranges of a data
         loader op, of the OS runtime calls and of the root (outermost) ranges. The host's busy
         time is the roots plus each window's calls outside every range (``calls_*_ns``)."""
-        self.bounds = np.asarray(iterations.bounds_ns, _I64)
-        self.n_it = iterations.count
         self.durations = iterations.durations_ns()
         known = np.asarray(gpu_devices, _I64)
         self.n_known = len(known)
         self.host_lane = self.n_known  # the lane with host pieces only (see the module doc)
         self.unknown: list[int] = []  # unlisted devices, in the order they came (lanes after)
         self._table(known)
-        self.n_lanes = self.n_known + 1
-        # cum[lane, k + 1, it]: union length of categories 0..k in the iteration (cum[:, 0] = 0)
-        self.cum = np.zeros((self.n_lanes, len(CATEGORIES) + 1, self.n_it), _I64)
-        self.carry: list[Pieces] = [_NONE3] * len(CATEGORIES)
-        self.host = [_merged(*map(np.asarray, p)) for p in (dataloader, osrt, roots)]
+        self.u = PrefixUnions(self.n_known + 1, len(CATEGORIES), iterations.bounds_ns)
+        self.host = [merged(*map(np.asarray, p)) for p in (dataloader, osrt, roots)]
         self.fed = [0, 0, 0]  # host pieces fed so far, per host category
         self.promised = np.iinfo(np.int64).min  # no later piece starts before it
         self.done = False
@@ -149,15 +119,16 @@ class TimeParts:
         if len(new):
             n_new = len(new)
             h = self.host_lane
-            first = self.n_lanes
-            self.cum = np.concatenate([self.cum, np.repeat(self.cum[h : h + 1], n_new, 0)])
-            for k, (cl, cs, ce) in enumerate(self.carry):
+            u = self.u
+            first = u.n_lanes
+            u.cum = np.concatenate([u.cum, np.repeat(u.cum[h : h + 1], n_new, 0)])
+            for k, (cl, cs, ce) in enumerate(u.carry):
                 mine = cl == h
                 rep = int(mine.sum())
                 if rep:
                     lanes = np.repeat(np.arange(first, first + n_new, dtype=_I64), rep)
-                    self.carry[k] = _sorted(
-                        _cat(
+                    u.carry[k] = by_lane(
+                        joined(
                             [
                                 (cl, cs, ce),
                                 (lanes, np.tile(cs[mine], n_new), np.tile(ce[mine], n_new)),
@@ -165,7 +136,7 @@ class TimeParts:
                         )
                     )
             self.unknown += [int(d) for d in new]
-            self.n_lanes += n_new
+            u.n_lanes += n_new
             listed = self.devs[np.argsort(self.lane_of_dev, kind="stable")][: self.n_known]
             self._table(np.concatenate([listed, np.asarray(self.unknown, _I64)]))
         if len(self.devs) == 0:
@@ -197,29 +168,6 @@ class TimeParts:
         )
         self.promised = max(self.promised, int(rows.horizon_ns))
 
-    def _sums(self, pieces: Pieces) -> tuple[int, np.ndarray]:
-        """Length of the pieces inside each (lane, iteration) of the iterations they touch:
-        the first of them and a ``(lanes, touched)`` block (a window touches a few
-        iterations: its cost does not grow with the run's)."""
-        pl, ps, pe = pieces
-        row, win, s, e = _clip(ps, pe, self.bounds)
-        if len(row) == 0:
-            return 0, np.zeros((self.n_lanes, 0), _I64)
-        lo = int(win.min())
-        span = int(win.max()) + 1 - lo
-        # float64 sums of int64 lengths are exact below 2**53 ns (104 days) a window
-        got = np.bincount(
-            pl[row] * span + (win - lo),
-            weights=(e - s).astype(np.float64),
-            minlength=self.n_lanes * span,
-        )
-        return lo, got.astype(_I64).reshape(self.n_lanes, span)
-
-    def _put(self, k: slice, sums: tuple[int, np.ndarray]) -> None:
-        """Add :meth:`_sums` to the cumulative rows ``k`` (prefixes) of every lane."""
-        lo, got = sums
-        self.cum[:, k, lo : lo + got.shape[1]] += got[:, None, :]
-
     def _step(
         self,
         lane: np.ndarray,
@@ -237,14 +185,14 @@ class TimeParts:
         new_host: list[tuple[np.ndarray, np.ndarray]] = []
         for j, (ms, me) in enumerate(self.host):
             p = self.fed[j]
-            q = len(ms) if horizon == _NEVER else int(np.searchsorted(ms, horizon, "left"))
+            q = len(ms) if horizon == NEVER else int(np.searchsorted(ms, horizon, "left"))
             q = max(q, p)
             self.fed[j] = q
             new_host.append((ms[p:q], me[p:q]))
         if len(calls_s):
             rs, re_ = new_host[2]
-            new_host[2] = _merged(np.concatenate([rs, calls_s]), np.concatenate([re_, calls_e]))
-        n_lanes = self.n_lanes
+            new_host[2] = merged(np.concatenate([rs, calls_s]), np.concatenate([re_, calls_e]))
+        n_lanes = self.u.n_lanes
         all_lanes = np.arange(n_lanes, dtype=_I64)
 
         def on_every_lane(s: np.ndarray, e: np.ndarray) -> Pieces:
@@ -258,48 +206,22 @@ class TimeParts:
             gpu.append((lane[some], gs[some], ge[some]))
             one = sel & alone
             lone.append((lane[one], gs[one], np.maximum(ge[one], gs[one])))
+        u = self.u
         for j, p in enumerate(lone):  # in the prefixes j .. 2
-            self._put(slice(j + 1, _N_GPU_CATS + 1), self._sums(p))
-        prev: Pieces = _NONE3
-        prev_fin = self._sums(_NONE3)
-        prev_carry: Pieces = _NONE3
-        for k in range(len(CATEGORIES)):
-            if k < _N_GPU_CATS:
-                fresh = [gpu[k]]
-            elif k == _N_GPU_CATS:
-                fresh = [*lone, on_every_lane(*new_host[0])]
-            else:
-                fresh = [on_every_lane(*new_host[k - _N_GPU_CATS])]
-            carry = self.carry[k]
-            if not any(len(p[0]) for p in fresh) and _same(carry, prev_carry):
-                # nothing new in this category: the prefix's union is the previous prefix's
-                fin = prev_fin
-            else:
-                merged = intervals.merge(*_cat([carry, prev, *fresh]))
-                final = merged[2] <= horizon
-                fin = self._sums(tuple(x[final] for x in merged))  # type: ignore[arg-type]
-                self.carry[k] = tuple(x[~final] for x in merged)  # type: ignore[assignment]
-                prev = merged
-            prev_carry = self.carry[k]
-            prev_fin = fin
-            self._put(slice(k + 1, k + 2), fin)
+            u.put(slice(j + 1, _N_GPU_CATS + 1), u.sums(p))
+        fresh = [[p] for p in gpu]
+        fresh.append([*lone, on_every_lane(*new_host[0])])
+        fresh += [[on_every_lane(*h)] for h in new_host[1:]]
+        u.step(fresh, horizon)
 
     def time_iter(self) -> pd.DataFrame:
         """The partition, frame-equal to ``aggregate._time_iter`` over the whole trace. Adds
         what is still carried (and the host pieces never fed); no window may follow."""
         if not self.done:
             z = np.zeros(0, _I64)
-            self._step(z, z, z, z.astype(bool), z.astype(bool), z.astype(bool), z, z, _NEVER)
+            self._step(z, z, z, z.astype(bool), z.astype(bool), z.astype(bool), z, z, NEVER)
             self.done = True
         listed = list(range(self.n_known))
         unlisted = [self.host_lane + 1 + i for i in np.argsort(self.unknown, kind="stable")]
         order = listed + unlisted or [self.host_lane]
-        # (lanes, prefixes, iterations) -> (prefixes, lane * n_it + iteration)
-        cum = self.cum[order].transpose(1, 0, 2).reshape(len(CATEGORIES) + 1, -1)
-        return time_frame(cum, self.durations, len(order))
-
-
-def _sorted(p: Pieces) -> Pieces:
-    """Pieces by lane, then start (as ``intervals.merge`` gives them)."""
-    order = np.lexsort((p[1], p[0]))
-    return tuple(x[order] for x in p)  # type: ignore[return-value]
+        return time_frame(self.u.flat(order), self.durations, len(order))

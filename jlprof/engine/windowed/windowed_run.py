@@ -32,7 +32,8 @@ from jlprof.engine.memory import release_reader_memory
 from jlprof.engine.read.narrow import index_dtype, smallest
 from jlprof.engine.read.read import read_trace
 from jlprof.engine.read.trace import Trace
-from jlprof.engine.windowed.cube_parts import CubeParts
+from jlprof.engine.windowed.cube_parts import CubeParts, open_ended
+from jlprof.engine.windowed.idle_parts import IdleParts
 from jlprof.engine.windowed.windowed import Window, WindowResult, WorkPass, assemble
 from jlprof.errors import AnalysisError
 
@@ -66,10 +67,12 @@ class WindowedRun:
         use_connectorx: bool | None = None,
         progress: Callable[[str], None] | None = None,
         on_read: Callable[[Trace], None] | None = None,
+        device_pairs: bool = False,
     ) -> None:
         """``on_read`` is given the trace's small frames as soon as they are read (DLProf's
         database starts writing them then, :class:`WindowsDldb`): the run lets its NVTX frame
-        go once its range pass is done."""
+        go once its range pass is done. ``device_pairs``: the plan gathers which processes
+        ran work on which GPUs (:meth:`idle_parts` needs them)."""
         from jlprof.engine.read.nvprof import is_nvprof
         from jlprof.engine.windowed.windows import Misplaced, plan_windows
 
@@ -110,6 +113,7 @@ class WindowedRun:
                 calls_per_window,
                 cuts_ns=self.iterations.bounds_ns[1:-1],
                 use_connectorx=use_connectorx,
+                device_pairs=device_pairs,
             )
         except Misplaced as exc:
             raise Unsuitable(str(exc)) from None
@@ -169,6 +173,22 @@ class WindowedRun:
             raise Unsuitable(str(exc)) from None
         self._range_path = self._range_paths = None  # type: ignore[assignment]
         return self.parts
+
+    def idle_parts(self) -> IdleParts:
+        """The idle_causes report's figures, to be fed each window and its result (before
+        :meth:`finish`; the run must be planned with ``device_pairs``)."""
+        pairs = self.plan.device_pairs
+        if pairs is None:
+            raise ValueError("idle_parts needs a run planned with device_pairs=True")
+        r = self.ranges
+        return IdleParts(
+            open_ended(self.iterations),
+            self.small.gpus,
+            pairs,
+            (r.start_ns, r.end_ns, self._range_tids(r), r.lanes.parent, self.work.range_op),
+            r.ops,
+            self.plan.api_template["name"].cat.categories,
+        )
 
     @property
     def n_windows(self) -> int:

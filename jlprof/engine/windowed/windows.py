@@ -153,6 +153,8 @@ class LaunchPlan:
     gpu_bounds: np.ndarray = field(repr=False)  # window w's rows: gpu_order[b[w]:b[w+1]]
     api_edges: np.ndarray | None = None  # windows of whole iterations: window w's API rows
     # are api_edges[w] .. api_edges[w + 1] - 1 (None: windows of calls_per_window calls)
+    # with device_pairs: every distinct (process, device) among the GPU rows (int64 each)
+    device_pairs: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def n_api(self) -> int:
@@ -188,16 +190,18 @@ def plan_windows(
     *,
     cuts_ns: np.ndarray | None = None,
     use_connectorx: bool | None = None,
+    device_pairs: bool = False,
 ) -> LaunchPlan:
     """The launch plan of ``path`` with windows of ``calls_per_window`` API calls; with
     ``cuts_ns`` (iteration bounds, :attr:`Iterations.bounds_ns` ``[1:-1]``) windows of whole
     iterations instead, of at most ``calls_per_window`` calls unless one iteration alone has
-    more (see :class:`Misplaced`)."""
+    more (see :class:`Misplaced`). ``device_pairs``: also gather which processes ran work on
+    which devices (the idle causes' lanes, :mod:`jlprof.engine.windowed.idle_parts`)."""
     if calls_per_window < 1:
         raise ValueError(f"calls_per_window must be at least 1, not {calls_per_window}")
     cuts = None if cuts_ns is None else np.asarray(cuts_ns, np.int64)
     with small_pages():  # as read_trace: no huge-page stalls on first touch
-        return _plan_windows(Path(path), calls_per_window, use_connectorx, cuts)
+        return _plan_windows(Path(path), calls_per_window, use_connectorx, cuts, device_pairs)
 
 
 class Misplaced(Exception):
@@ -207,7 +211,11 @@ class Misplaced(Exception):
 
 
 def _plan_windows(
-    path: Path, calls_per_window: int, use_connectorx: bool | None, cuts: np.ndarray | None
+    path: Path,
+    calls_per_window: int,
+    use_connectorx: bool | None,
+    cuts: np.ndarray | None,
+    device_pairs: bool,
 ) -> LaunchPlan:
     conn, tabs = open_export(path)
     try:
@@ -219,10 +227,11 @@ def _plan_windows(
         # (connectorx and SQLite work outside the GIL), each on its own connection
         pids = _Pids()
         with ThreadPoolExecutor(max_workers=2) as pool:
-            gpu_read = pool.submit(_read_gpu, path, use_connectorx, selects, pids)
+            gpu_read = pool.submit(_read_gpu, path, use_connectorx, selects, pids, device_pairs)
             fits = pool.submit(_gpu_fits, path, selects)
             api = _plan_api(f, selects.get(_API), strings, calls_per_window, pids, cuts)
             gpu_rows = gpu_read.result()
+            pairs = gpu_rows.pairs()
             release_reader_memory()  # the narrow reads' Arrow buffers, before isolated's peak
             gpu = _plan_gpu(gpu_rows, strings, api, fits.result(), cuts)
             del gpu_rows
@@ -254,6 +263,7 @@ def _plan_windows(
         gpu_order=order,
         gpu_bounds=bounds,
         api_edges=api.edges,
+        device_pairs=pairs,
     )
 
 
@@ -529,10 +539,21 @@ class _GpuRead:
     ext: _Extremes
     names: dict[str, list[np.ndarray]]  # kernel name ids, first seen per chunk
     copy_kinds: list[np.ndarray]
+    devices: list[pd.DataFrame] | None = None  # distinct (pid, device) per chunk, if asked
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        if self.devices is None:
+            return None
+        both = pd.concat(self.devices, ignore_index=True).drop_duplicates()
+        return both["pid"].to_numpy(np.int64), both["device"].to_numpy(np.int64)
 
 
 def _read_gpu(
-    path: Path, use_cx: bool | None, selects: dict[str, _Select], pids: _Pids
+    path: Path,
+    use_cx: bool | None,
+    selects: dict[str, _Select],
+    pids: _Pids,
+    device_pairs: bool = False,
 ) -> _GpuRead:
     """Times, launch keys and category inputs of every GPU row, on a connection of its own."""
     conn = _connect(path)
@@ -549,10 +570,12 @@ def _read_gpu(
             _Extremes(),
             {"name": [], "long_name": []},
             [],
+            [pd.DataFrame({"pid": [], "device": []}, dtype=np.int64)] if device_pairs else None,
         )
         for table, kind in present:
             extra = ("short_id", "demangled_id") if kind == "kernel" else ()
             extra += ("copy_kind",) if kind == "memcpy" else ()
+            extra += ("device_id",) if device_pairs else ()
             q = selects[table].only("start_ns", "end_ns", "correlation_id", "global_pid", *extra)
             rid = _RowIds(table)
             for df in _chunks(f, q):
@@ -562,7 +585,14 @@ def _read_gpu(
                 g.end[n : n + k] = _int(df, "end_ns")
                 corr = _int(df, "correlation_id")
                 g.ext.add(f"{table}.correlation_id", corr)
-                key = pids.keys(_int(df, "global_pid") & GLOBAL_PID_MASK, corr)
+                pid = _int(df, "global_pid")
+                if g.devices is not None:
+                    g.devices.append(
+                        pd.DataFrame(
+                            {"pid": pid, "device": _int(df, "device_id")}
+                        ).drop_duplicates()
+                    )
+                key = pids.keys(pid & GLOBAL_PID_MASK, corr)
                 key[corr < 0] = -1  # no correlation id: no launching call (as correlate)
                 g.key[n : n + k] = key
                 if kind == "kernel":
