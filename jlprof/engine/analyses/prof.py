@@ -648,8 +648,10 @@ def prof_table(c: Correlated) -> pd.DataFrame:
                                                      "block_y", "block_z")}  # fmt: skip
     recs: dict[str, list] = {k: [] for k in COLUMNS if k not in ("idx", "tid", "sil", "device",
                                                                 "stream", "kernel")}  # fmt: skip
-    # per kernel so far: seq ids, direction, marker, op, mod, layer, trace, alternate ids
-    history: list[tuple] = []
+    # PyProf's findFpropKernel searches the kernels so far, latest first, for a forward one
+    # with a sequence id (then an alternate id): the latest such kernel per id, kept as
+    # they come (marker, op, mod, layer, trace), answers it without the search
+    last_fprop: tuple[dict[int, tuple], dict[int, tuple]] = ({}, {})
     prev_seq, prev_sub, prev_op = -1, -1, ()
     modelled: dict[tuple, tuple] = {}
     for r in range(n):
@@ -662,11 +664,10 @@ def prof_table(c: Correlated) -> pd.DataFrame:
         op = mk.ops[0] if mk.ops else ""
         mod = str(marker.get("mod", "")) if marker else ""
         if d == "bprop" and marker is None and seq:  # PyProf's findFpropKernel: by seq id,
-            for pos in (0, 7):  # then by alternate id
-                h = next((h for h in reversed(history) if seq[0] in h[pos] and h[1] == "fprop"),
-                         None)  # fmt: skip
+            for found in last_fprop:  # then by alternate id
+                h = found.get(seq[0])
                 if h is not None:
-                    marker, op, mod, layer, trace = h[2], h[3], h[4], h[5], h[6]
+                    marker, op, mod, layer, trace = h
                     break
         sub = 0
         if seq:  # PyProf's subSeqId: a kernel repeating the previous seq and op
@@ -682,7 +683,11 @@ def prof_table(c: Correlated) -> pd.DataFrame:
             seq = [cur] if cur in seq else []
         else:
             alt = []
-        history.append((seq, d, mk.op, op, mod, mk.layer, mk.trace, alt))  # its own markers
+        if d == "fprop":  # its own markers, by its ids
+            own = (mk.op, op, mod, mk.layer, mk.trace)
+            for ids, found in zip((seq, alt), last_fprop, strict=True):
+                for k in ids:
+                    found[k] = own
         if marker is not None and isinstance(marker.get("args"), list):
             key = (id(marker), op, d, sub, short[r])  # markers are shared per distinct text
             if key not in modelled:
