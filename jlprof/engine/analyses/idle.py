@@ -113,7 +113,9 @@ def host_ranges(
     return dl, np.asarray(parent) < 0
 
 
-def cause_order(gpu: tuple[Pieces, Pieces, Pieces], sync: Pieces, dl: Pieces, host: Pieces):
+def cause_order(
+    gpu: tuple[Pieces, Pieces, Pieces], sync: Pieces, dl: Pieces, host: Pieces
+) -> list[Pieces]:
     """The pieces in :data:`CAUSES`' priority order (``other``'s queued part before
     ``host_launch``), kernels first: prefix ``k``'s union is what causes ``0..k`` explain."""
     kernels, copies, queued = gpu
@@ -164,9 +166,8 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     real = ~inst["synthetic"].to_numpy(bool)
     i_s, i_e = inst["start_ns"].to_numpy(np.int64), inst["end_ns"].to_numpy(np.int64)
     i_pid = inst["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK
-    dl, root = host_ranges(inst["op"].to_numpy(np.int64)[real], inst["parent"].to_numpy()[real],
-                           c.ops)  # fmt: skip
     i_s, i_e, i_pid = i_s[real], i_e[real], i_pid[real]
+    dl, root = host_ranges(inst["op"].to_numpy()[real], inst["parent"].to_numpy()[real], c.ops)
     # a call inside a real range adds nothing to the host's busy union (aggregate._host_busy)
     a_inst = api["inst"].to_numpy(np.int64)
     free = ~((a_inst >= 0) & real[np.maximum(a_inst, 0)]) if len(real) else np.ones(len(a_s), bool)

@@ -31,27 +31,10 @@ from jlprof.engine.analyses.idle import (
     is_sync,
 )
 from jlprof.engine.read.trace import GLOBAL_PID_MASK
-from jlprof.engine.windowed.prefix_unions import NEVER, Pieces, PrefixUnions
+from jlprof.engine.windowed.prefix_unions import NEVER, ByStart, Pieces, PrefixUnions
 from jlprof.engine.windowed.windowed import CarryBroken, Window, WindowResult
 
 _I64 = np.int64
-
-
-class _ByStart:
-    """Host intervals of processes known up front, merged per process, handed out in start
-    order up to each horizon."""
-
-    def __init__(self, pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
-        pid, start, end = merge(pid, start, end)
-        order = np.argsort(start, kind="stable")
-        self.pid, self.start, self.end = pid[order], start[order], end[order]
-        self.fed = 0
-
-    def until(self, horizon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        p = self.fed
-        q = len(self.start) if horizon == NEVER else int(np.searchsorted(self.start, horizon))
-        self.fed = q = max(p, q)
-        return self.pid[p:q], self.start[p:q], self.end[p:q]
 
 
 class IdleParts:
@@ -82,8 +65,7 @@ class IdleParts:
         dl, root = host_ranges(op, parent, ops)
         pid = np.asarray(tid, _I64) & GLOBAL_PID_MASK
         start, end = np.asarray(start, _I64), np.asarray(end, _I64)
-        self.dl = _ByStart(pid[dl], start[dl], end[dl])
-        self.roots = _ByStart(pid[root], start[root], end[root])
+        self.dl, self.roots = (_by_start(pid[x], start[x], end[x]) for x in (dl, root))
         self.n_ranges = len(start)
         self.sync = is_sync(api_names)
         self.u = PrefixUnions(self.n_lanes, 6, iterations.bounds_ns)
@@ -121,9 +103,12 @@ class IdleParts:
 
     def _step(self, gpu_cats, sync: Pieces, calls: Pieces, horizon: int) -> None:
         spread = self.lanes.spread
-        roots = self.roots.until(horizon)
-        host = (np.concatenate([calls[i], roots[i]]) for i in range(3))
-        cats = cause_order(gpu_cats, spread(*sync), spread(*self.dl.until(horizon)), spread(*host))
+        r_start, r_end, r_pid = self.roots.until(horizon)
+        dl_start, dl_end, dl_pid = self.dl.until(horizon)
+        host = (
+            np.concatenate(x) for x in ((calls[0], r_pid), (calls[1], r_start), (calls[2], r_end))
+        )
+        cats = cause_order(gpu_cats, spread(*sync), spread(dl_pid, dl_start, dl_end), spread(*host))
         self.u.step([[p] for p in cats], horizon)
 
     def frame(self, it: Iterations) -> pd.DataFrame:
@@ -138,6 +123,12 @@ class IdleParts:
             self.done = True
         return causes_frame(self.u.flat(list(range(self.n_lanes))), it.durations_ns(),
                             self.n_lanes)  # fmt: skip
+
+
+def _by_start(pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> ByStart:
+    """Host intervals of processes, merged per process, to be fed in start order."""
+    pid, start, end = merge(pid, start, end)
+    return ByStart(start, end, pid)
 
 
 __all__ = ["IdleParts"]

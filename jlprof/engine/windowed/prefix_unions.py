@@ -54,6 +54,27 @@ def by_lane(p: Pieces) -> Pieces:
     return tuple(x[order] for x in p)  # type: ignore[return-value]
 
 
+class ByStart:
+    """Pieces known up front (host intervals from the ranges or the trace's small tables),
+    handed to the windows in start order: each call of :meth:`until` gives those that start
+    before the horizon and were not given yet, so nothing given later starts before it."""
+
+    def __init__(self, start: np.ndarray, *columns: np.ndarray) -> None:
+        """``start``, and columns beside it (ends, processes...), in any order."""
+        start = np.asarray(start, _I64)
+        order = np.argsort(start, kind="stable")
+        self.columns = [start[order], *(np.asarray(c)[order] for c in columns)]
+        self.fed = 0
+
+    def until(self, horizon: int) -> list[np.ndarray]:
+        """``[start, *columns]`` of the pieces starting before ``horizon`` not given yet."""
+        start = self.columns[0]
+        p = self.fed
+        q = len(start) if horizon == NEVER else int(np.searchsorted(start, horizon, "left"))
+        self.fed = q = max(p, q)
+        return [c[p:q] for c in self.columns]
+
+
 def _same(a: Pieces, b: Pieces) -> bool:
     return a is b or all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
@@ -120,4 +141,13 @@ class PrefixUnions:
         return self.cum[order].transpose(1, 0, 2).reshape(n, -1)
 
 
-__all__ = ["NEVER", "NO_PIECES", "Pieces", "PrefixUnions", "by_lane", "joined", "merged"]
+__all__ = [
+    "NEVER",
+    "NO_PIECES",
+    "ByStart",
+    "Pieces",
+    "PrefixUnions",
+    "by_lane",
+    "joined",
+    "merged",
+]

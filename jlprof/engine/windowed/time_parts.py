@@ -36,6 +36,7 @@ from jlprof.engine.aggregate.aggregate import CATEGORIES, dataloader_ops, time_f
 from jlprof.engine.aggregate.iterations import Iterations
 from jlprof.engine.windowed.prefix_unions import (
     NEVER,
+    ByStart,
     Pieces,
     PrefixUnions,
     by_lane,
@@ -71,8 +72,7 @@ class TimeParts:
         self.unknown: list[int] = []  # unlisted devices, in the order they came (lanes after)
         self._table(known)
         self.u = PrefixUnions(self.n_known + 1, len(CATEGORIES), iterations.bounds_ns)
-        self.host = [merged(*map(np.asarray, p)) for p in (dataloader, osrt, roots)]
-        self.fed = [0, 0, 0]  # host pieces fed so far, per host category
+        self.host = [ByStart(*merged(*map(np.asarray, p))) for p in (dataloader, osrt, roots)]
         self.promised = np.iinfo(np.int64).min  # no later piece starts before it
         self.done = False
 
@@ -182,13 +182,7 @@ class TimeParts:
     ) -> None:
         """Merge the window's pieces into each prefix's carried union; add what is final."""
         # host pieces: the up-front ones that start before the horizon, and the window's calls
-        new_host: list[tuple[np.ndarray, np.ndarray]] = []
-        for j, (ms, me) in enumerate(self.host):
-            p = self.fed[j]
-            q = len(ms) if horizon == NEVER else int(np.searchsorted(ms, horizon, "left"))
-            q = max(q, p)
-            self.fed[j] = q
-            new_host.append((ms[p:q], me[p:q]))
+        new_host = [h.until(horizon) for h in self.host]
         if len(calls_s):
             rs, re_ = new_host[2]
             new_host[2] = merged(np.concatenate([rs, calls_s]), np.concatenate([re_, calls_e]))
