@@ -15,6 +15,7 @@ from jlprof.engine.windowed.cube_parts import open_ended
 from jlprof.engine.windowed.idle_parts import IdleParts
 from jlprof.engine.windowed.windowed import WorkPass
 from jlprof.engine.windowed.windows import plan_windows
+from tests.engine.test_time_parts import _spanning_db
 from tests.engine.test_windowed import keyed_exports, windows_of
 from tests.fixtures.nsysdb import NsysDb
 from tests.fixtures.scenarios import KEY_NODE
@@ -74,34 +75,21 @@ def test_every_keyed_export_by_every_window_size(tmp_path):
 
 
 def _two_processes_db() -> NsysDb:
-    """Two processes over two listed GPUs and an unlisted one: process 11 trains (kernels
-    that overlap, run across iteration bounds and past their window's horizon; copies under
-    kernels; queued work; synchronising calls; data loading; calls outside every range);
-    process 12 only reads and waits on the host until iteration 4, then launches work on GPU 1
-    and on the unlisted device 5: its earlier host time counts on those GPUs, never on GPU 0."""
-    db = NsysDb()
-    db.gpu(0, "NVIDIA A100-SXM4-40GB")
-    db.gpu(1, "NVIDIA A100-SXM4-40GB")
-    t = db.process(11, "python").thread()
+    """The time partition's spanning case (process 11: overlapping work across iteration
+    bounds and past its window's horizon, copies, queued work, data loading, GPUs listed and
+    not, an idle one) and process 12, which only loads data and waits on the host until
+    iteration 4, then launches work on GPU 1 and on the unlisted device 5 and copies to GPU 1
+    while it is idle: its earlier host time counts on those GPUs, never on the others."""
+    db = _spanning_db()
     u = db.process(12, "python").thread()
-    step = 10_000
     for i in range(7):
-        b = i * step
-        t.push_pop(KEY_NODE, b, b + step - 100)
-        t.push_pop("DataLoader.next", b + 10, b + 400)
-        t.launch("k_a", b + 500, b + 520, b + 3_000, b + 4_000, device=0, stream=7)  # queued
-        long_end = b + (25_000 if i % 2 else 3_500)
-        t.launch("k_long", b + 600, b + 650, b + 3_200, long_end, device=0, stream=8)
-        t.memcpy("HtoD", 1 << 20, b + 800, b + 850, b + 3_100, b + 4_500, device=0, stream=9)
-        t.launch("k_b", b + 700, b + 720, b + 720, b + 1_200, device=1, stream=7)
-        t.api_only("cudaStreamSynchronize", b + 4_100, b + 6_000)
-        t.api_only("cudaEventQuery", b + 6_500, b + 6_600)  # outside every range but the step
-        u.push_pop("DataLoader.next", b + 1_000, b + 2_000)
+        b = i * 10_000
+        u.push_pop("DataLoader.next", b + 410, b + 690)
         u.api_only("cudaDeviceSynchronize", b + 7_000, b + 7_400)
         if i >= 4:
             u.launch("k_u", b + 7_500, b + 7_510, b + 7_600, b + 8_000, device=1)
             u.launch("k_v", b + 7_520, b + 7_530, b + 7_700, b + 9_000, device=5)
-    t.launch("k_tail", 70_000, 70_100, 70_200, 90_000, device=1)
+            u.memcpy("HtoD", 1 << 20, b + 2_900, b + 2_950, b + 3_000, b + 3_300, device=1)
     return db
 
 
@@ -113,12 +101,13 @@ def test_two_processes_work_in_flight_and_a_late_device(tmp_path, size, by):
     assert carried > 0  # work was carried past a window's horizon
     # the case exercises what it says: every cause, on the three lanes
     assert (whole[["memcpy", "sync", "dataloader", "host_launch", "other"]].sum() > 0).all()
-    assert whole.index.get_level_values("lane").max() == 2
-    # iteration 1 (10 000..20 000), by hand: process 11's loader (10..400 into it) counts on
-    # GPUs 0 and 1, process 12's (1 000..2 000) on GPU 1 and device 5 though its first launch
-    # comes in iteration 4, never on GPU 0; on GPU 1 k_b runs until 1 200
+    # lanes: the listed GPUs 0, 1, 6 (idle), then the unlisted 4, 5, 9 by id. Iteration 1
+    # (10 000..20 000) by hand: every GPU is idle 10..690 into it; process 11's loader
+    # (10..400) counts on its GPUs 1, 0, 4, 9 (4 and 9 first used in iterations 4 and 2),
+    # process 12's (410..690) on its GPUs 1 and 5 though its first launch comes in iteration
+    # 4; none on the idle GPU 6
     dl = whole["dataloader"].unstack("iteration")[1]
-    assert dl.tolist() == [390, 390 + (2_000 - 1_200), 1_000]
+    assert dl.tolist() == [390, 390 + 280, 0, 390, 280, 390]
 
 
 def test_the_carry_matters(tmp_path):
