@@ -60,9 +60,9 @@ class ProcessLanes:
         """``pid``, ``lane``: per GPU row (or per distinct pair) its process and lane."""
         pairs = pd.DataFrame({"pid": np.asarray(pid, np.int64), "lane": np.asarray(lane, np.int64)})
         pairs = pairs.drop_duplicates().sort_values(["pid", "lane"], kind="stable")
-        self.pid, first = np.unique(pairs["pid"].to_numpy(np.int64), return_index=True)
-        self.first = first
-        self.count = np.diff(np.append(first, len(pairs)))
+        # the pairs sorted by process: each process's lanes are a run of them
+        self.pid, self.first = np.unique(pairs["pid"].to_numpy(np.int64), return_index=True)
+        self.count = np.diff(np.append(self.first, len(pairs)))
         self.lane = pairs["lane"].to_numpy(np.int64)
 
     def spread(self, pid: np.ndarray, start: np.ndarray, end: np.ndarray) -> Pieces:

@@ -68,7 +68,7 @@ class IdleParts:
         self.dl, self.roots = (_by_start(pid[x], start[x], end[x]) for x in (dl, root))
         self.n_ranges = len(start)
         self.sync = is_sync(api_names)
-        self.u = PrefixUnions(self.n_lanes, 6, iterations.bounds_ns)
+        self.u = PrefixUnions(self.n_lanes, 6, iterations.bounds_ns)  # cause_order's 6 pieces
         self.promised = np.iinfo(np.int64).min
         self.done = False
 

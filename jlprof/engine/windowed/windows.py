@@ -542,6 +542,7 @@ class _GpuRead:
     devices: list[pd.DataFrame] | None = None  # distinct (pid, device) per chunk, if asked
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every distinct (process, device) of the GPU rows, or None when not gathered."""
         if self.devices is None:
             return None
         both = pd.concat(self.devices, ignore_index=True).drop_duplicates()
@@ -587,11 +588,8 @@ def _read_gpu(
                 g.ext.add(f"{table}.correlation_id", corr)
                 pid = _int(df, "global_pid")
                 if g.devices is not None:
-                    g.devices.append(
-                        pd.DataFrame(
-                            {"pid": pid, "device": _int(df, "device_id")}
-                        ).drop_duplicates()
-                    )
+                    dev = _int(df, "device_id")
+                    g.devices.append(pd.DataFrame({"pid": pid, "device": dev}).drop_duplicates())
                 key = pids.keys(pid & GLOBAL_PID_MASK, corr)
                 key[corr < 0] = -1  # no correlation id: no launching call (as correlate)
                 g.key[n : n + k] = key
