@@ -251,6 +251,27 @@ def test_the_in_place_launch_keeps_the_lock_through_its_exec(tmp_path: Path) -> 
         proc.kill()
 
 
+def test_an_in_place_capture_starts_inside_the_start_window(tmp_path: Path, monkeypatch) -> None:
+    """``nsys start`` (each in-place capture) takes the start lock as every other start does,
+    and lets it go a while after: no other nsys session starts at the same instant."""
+    monkeypatch.setattr(tool, "LOCK_DIR", str(tmp_path))
+    seen: list[bool] = []
+
+    def started(self, args, timeout, what):
+        (lock,) = tmp_path.glob("jlprof-nsys-start-*.lock")
+        seen.append(_free(lock))
+        return []
+
+    monkeypatch.setattr(ns.Session, "_guarded", started)
+    ns.Session(name="jlprof-x").start(tmp_path / "out")
+    assert seen == [False]  # nsys start ran with the lock held
+    (lock,) = tmp_path.glob("jlprof-nsys-start-*.lock")
+    deadline = time.monotonic() + 5
+    while not _free(lock):
+        assert time.monotonic() < deadline, "the start lock was never let go"
+        time.sleep(0.1)
+
+
 def test_a_failed_start_names_the_nsys_agents_running(tmp_path: Path) -> None:
     """An agent left by a failed nsys 2022.4 start fails every later start with "End of file":
     the error names this user's running agents (pid, session) and how to end them."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jlprof.nsys.locate import NsysFailed, NsysInfo
-from jlprof.nsys.tool import NsysTimeout, _run_tool
+from jlprof.nsys.tool import NsysTimeout, _run_tool, start_window
 
 SESSION_ENV = "JLPROF_NSYS_SESSION"
 """Set in the environment of a kernel started under ``nsys launch`` by jlprof: its session name."""
@@ -145,12 +145,15 @@ class Session:
         return None
 
     def start(self, output: str | os.PathLike[str], options: Sequence[str] = QUIET) -> None:
-        """``nsys start``: collection begins; the report goes to ``output`` (no suffix)."""
-        self._guarded(
-            ["start", f"--session={self.name}", "-o", str(output), "-f", "true", *options],
-            self.quick_timeout_s,
-            "nsys start",
-        )
+        """``nsys start``: collection begins; the report goes to ``output`` (no suffix). It
+        starts inside :func:`tool.start_window`, as every nsys session jlprof starts: nsys
+        2022.4 hangs when two start at the same instant."""
+        with start_window():
+            self._guarded(
+                ["start", f"--session={self.name}", "-o", str(output), "-f", "true", *options],
+                self.quick_timeout_s,
+                "nsys start",
+            )
 
     def stop(self, output: str | os.PathLike[str] | None = None) -> Path | None:
         """``nsys stop``: collection ends and the report is written; returns its path.
