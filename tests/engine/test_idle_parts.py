@@ -45,7 +45,7 @@ def _fed(path, key, size, by="iterations", carry=True):
         res = wp.add(w)
         if not carry:
             w.next_start_ns = np.iinfo(np.int64).max - 1
-            parts.promised = np.iinfo(np.int64).min
+            parts.u.promised = np.iinfo(np.int64).min
         parts.add(w, res)
         carried.append(sum(len(p[0]) for p in parts.u.carry))
     return idle_causes(c, it), parts.frame(it), max(carried[:-1])

@@ -228,7 +228,7 @@ def test_the_carry_matters():
     ref, parts, windows = _random_case(0)
     for w in windows:
         w.horizon_ns = np.iinfo(np.int64).max  # a broken promise: nothing carried
-        parts.promised = np.iinfo(np.int64).min
+        parts.u.promised = np.iinfo(np.int64).min
         parts.add(w)
     with pytest.raises(AssertionError):
         pd.testing.assert_frame_equal(parts.time_iter(), ref)

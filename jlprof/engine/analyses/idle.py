@@ -79,22 +79,21 @@ class ProcessLanes:
 
 
 def gpu_pieces(
-    lane: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    is_kernel: np.ndarray,
-    call_end: np.ndarray,
-    launched: np.ndarray,
+    lane: np.ndarray, gpu: pd.DataFrame, call: np.ndarray, call_end: np.ndarray
 ) -> tuple[Pieces, Pieces, Pieces]:
-    """The GPU rows' causes: kernels (busy), copies (``memcpy``), and work queued (its
-    launching call, if ``launched``, returned at ``call_end`` before it started)."""
-    start = np.asarray(start, np.int64)
-    end = np.maximum(np.asarray(end, np.int64), start)
-    queued = launched & (call_end < start)
+    """The causes of the GPU rows ``gpu`` (on lanes ``lane``): kernels (busy), copies
+    (``memcpy``), and work queued: its launching call (``call``: a row of the calls whose
+    ends are ``call_end``, < 0 for none) returned before it started."""
+    start = gpu["start_ns"].to_numpy(np.int64)
+    end = np.maximum(gpu["end_ns"].to_numpy(np.int64), start)
+    is_kernel = (gpu["kind"] == "kernel").to_numpy(bool)
+    launched = call >= 0
+    returned = np.where(launched, call_end[np.maximum(call, 0)] if len(call_end) else 0, 0)
+    queued = launched & (returned < start)
     return (
         (lane[is_kernel], start[is_kernel], end[is_kernel]),
         (lane[~is_kernel], start[~is_kernel], end[~is_kernel]),
-        (lane[queued], call_end[queued], start[queued]),
+        (lane[queued], returned[queued], start[queued]),
     )
 
 
@@ -158,9 +157,6 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     a_pid = api["global_tid"].to_numpy(np.int64) & GLOBAL_PID_MASK
     codes = api["name"].cat.codes.to_numpy()
     sync = is_sync(api["name"].cat.categories)[codes] & (codes >= 0)
-    g_api = g["api"].to_numpy(np.int64)
-    launched = g_api >= 0
-    call_end = np.where(launched, a_e[np.maximum(g_api, 0)] if len(a_e) else 0, 0)
 
     inst = c.inst
     real = ~inst["synthetic"].to_numpy(bool)
@@ -172,14 +168,7 @@ def idle_causes(c: Correlated, it: Iterations) -> pd.DataFrame:
     a_inst = api["inst"].to_numpy(np.int64)
     free = ~((a_inst >= 0) & real[np.maximum(a_inst, 0)]) if len(real) else np.ones(len(a_s), bool)
     cats = cause_order(
-        gpu_pieces(
-            lane,
-            g["start_ns"].to_numpy(np.int64),
-            g["end_ns"].to_numpy(np.int64),
-            (g["kind"] == "kernel").to_numpy(bool),
-            call_end,
-            launched,
-        ),
+        gpu_pieces(lane, g, g["api"].to_numpy(np.int64), a_e),
         lanes.spread(a_pid[sync], a_s[sync], a_e[sync]),
         lanes.spread(i_pid[dl], i_s[dl], i_e[dl]),
         lanes.spread(

@@ -32,7 +32,7 @@ from jlprof.engine.analyses.idle import (
 )
 from jlprof.engine.read.trace import GLOBAL_PID_MASK
 from jlprof.engine.windowed.prefix_unions import NEVER, ByStart, Pieces, PrefixUnions
-from jlprof.engine.windowed.windowed import CarryBroken, Window, WindowResult
+from jlprof.engine.windowed.windowed import Window, WindowResult
 
 _I64 = np.int64
 
@@ -69,7 +69,6 @@ class IdleParts:
         self.n_ranges = len(start)
         self.sync = is_sync(api_names)
         self.u = PrefixUnions(self.n_lanes, 6, iterations.bounds_ns)  # cause_order's 6 pieces
-        self.promised = np.iinfo(np.int64).min
         self.done = False
 
     def add(self, w: Window, res: WindowResult) -> None:
@@ -78,36 +77,22 @@ class IdleParts:
             raise RuntimeError("IdleParts.add after frame")
         api, gpu = w.api, w.gpu
         a_s, a_e = api["start_ns"].to_numpy(_I64), api["end_ns"].to_numpy(_I64)
-        g_s = gpu["start_ns"].to_numpy(_I64)
-        for x in (a_s, g_s):
-            if len(x) and int(x.min()) < self.promised:
-                raise CarryBroken("a window's work starts before an earlier window's horizon")
         a_pid = api["global_tid"].to_numpy(_I64) & GLOBAL_PID_MASK
         codes = api["name"].cat.codes.to_numpy()
         sync = self.sync[codes] & (codes >= 0)
         a_inst = np.asarray(res.api_inst, _I64)
         free = ~((a_inst >= 0) & (a_inst < self.n_ranges))  # outside every (real) range
-        call = np.asarray(res.gpu_call, _I64)
-        launched = call >= 0
-        call_end = np.where(launched, a_e[np.maximum(call, 0)] if len(a_e) else 0, 0)
         dev = gpu["device_id"].to_numpy(_I64)
         lane = self.dev_lane[np.searchsorted(self.devs, dev)] if len(dev) else dev
-        gpu_cats = gpu_pieces(
-            lane, g_s, gpu["end_ns"].to_numpy(_I64), (gpu["kind"] == "kernel").to_numpy(bool),
-            call_end, launched,
-        )  # fmt: skip
-        horizon = int(w.next_start_ns)
+        gpu_cats = gpu_pieces(lane, gpu, np.asarray(res.gpu_call, _I64), a_e)
         self._step(gpu_cats, (a_pid[sync], a_s[sync], a_e[sync]),
-                   (a_pid[free], a_s[free], a_e[free]), horizon)  # fmt: skip
-        self.promised = max(self.promised, horizon)
+                   (a_pid[free], a_s[free], a_e[free]), int(w.next_start_ns))  # fmt: skip
 
     def _step(self, gpu_cats, sync: Pieces, calls: Pieces, horizon: int) -> None:
         spread = self.lanes.spread
         r_start, r_end, r_pid = self.roots.until(horizon)
         dl_start, dl_end, dl_pid = self.dl.until(horizon)
-        host = (
-            np.concatenate(x) for x in ((calls[0], r_pid), (calls[1], r_start), (calls[2], r_end))
-        )
+        host = [np.concatenate(x) for x in zip(calls, (r_pid, r_start, r_end), strict=True)]
         cats = cause_order(gpu_cats, spread(*sync), spread(dl_pid, dl_start, dl_end), spread(*host))
         self.u.step([[p] for p in cats], horizon)
 

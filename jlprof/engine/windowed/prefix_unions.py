@@ -23,6 +23,7 @@ import numpy as np
 
 from jlprof.engine.aggregate import intervals
 from jlprof.engine.aggregate.aggregate import _clip
+from jlprof.engine.windowed.windowed import CarryBroken
 
 _I64 = np.int64
 _EMPTY = np.zeros(0, _I64)
@@ -89,6 +90,7 @@ class PrefixUnions:
         self.n_lanes = n_lanes
         self.cum = np.zeros((n_lanes, n_categories + 1, self.n_it), _I64)
         self.carry: list[Pieces] = [NO_PIECES] * n_categories
+        self.promised = np.iinfo(np.int64).min  # the last horizon: no piece starts before it
 
     def sums(self, pieces: Pieces) -> tuple[int, np.ndarray]:
         """Length of the pieces inside each (lane, iteration) of the iterations they touch:
@@ -115,7 +117,13 @@ class PrefixUnions:
 
     def step(self, fresh: list[list[Pieces]], horizon: int) -> None:
         """Merge each category's new pieces (``fresh[k]``, none starting before the last
-        horizon) into each prefix's carried union; add what ends by ``horizon``."""
+        horizon) into each prefix's carried union; add what ends by ``horizon``. Raises
+        :class:`CarryBroken` when a piece starts before the last horizon (what the carry
+        relies on does not hold)."""
+        for new in fresh:
+            for _, s, _ in new:
+                if len(s) and int(s.min()) < self.promised:
+                    raise CarryBroken("a window's work starts before an earlier window's horizon")
         prev: Pieces = NO_PIECES
         prev_fin = self.sums(NO_PIECES)
         prev_carry: Pieces = NO_PIECES
@@ -133,6 +141,7 @@ class PrefixUnions:
             prev_carry = self.carry[k]
             prev_fin = fin
             self.put(slice(k + 1, k + 2), fin)
+        self.promised = max(self.promised, horizon)
 
     def flat(self, order: list[int]) -> np.ndarray:
         """The sums of lanes ``order`` as ``(prefixes, lane * iterations + iteration)``, the

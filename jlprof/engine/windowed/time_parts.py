@@ -43,7 +43,7 @@ from jlprof.engine.windowed.prefix_unions import (
     joined,
     merged,
 )
-from jlprof.engine.windowed.windowed import CarryBroken, GpuRows
+from jlprof.engine.windowed.windowed import GpuRows
 
 _I64 = np.int64
 _N_GPU_CATS = 3  # tc, non_tc, memory: the GPU rows' categories; the rest are the host's
@@ -73,7 +73,6 @@ class TimeParts:
         self._table(known)
         self.u = PrefixUnions(self.n_known + 1, len(CATEGORIES), iterations.bounds_ns)
         self.host = [ByStart(*merged(*map(np.asarray, p))) for p in (dataloader, osrt, roots)]
-        self.promised = np.iinfo(np.int64).min  # no later piece starts before it
         self.done = False
 
     @classmethod
@@ -149,24 +148,18 @@ class TimeParts:
         """Add one window's GPU rows and host-busy calls; windows come in order."""
         if self.done:
             raise RuntimeError("TimeParts.add after time_iter")
-        gs = np.asarray(rows.start_ns, _I64)
-        cs = np.asarray(rows.calls_start_ns, _I64)
-        for x in (gs, cs):
-            if len(x) and int(x.min()) < self.promised:
-                raise CarryBroken("a window's work starts before an earlier window's horizon")
         lane = self._lanes(np.asarray(rows.device_id, _I64))
         self._step(
             lane,
-            gs,
+            np.asarray(rows.start_ns, _I64),
             np.asarray(rows.end_ns, _I64),
             np.asarray(rows.uses_tc, bool),
             np.asarray(rows.is_memory, bool),
             np.asarray(rows.isolated, bool),
-            cs,
+            np.asarray(rows.calls_start_ns, _I64),
             np.asarray(rows.calls_end_ns, _I64),
             int(rows.horizon_ns),
         )
-        self.promised = max(self.promised, int(rows.horizon_ns))
 
     def _step(
         self,
